@@ -1,0 +1,428 @@
+"""The core: Berth's state and verbs, spoken in protobuf at its boundary.
+
+Adapters call these methods with ``berth.v1`` messages; sources (embedded
+cluster, Kubernetes informers, the gRPC Cluster feed) report changes through
+``on_*``. Everything runs on one event loop: a verb's evaluation never awaits,
+so it sees one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from berth.v1 import cluster_pb2, model_pb2, scheduler_pb2
+
+from service import algorithm, convert, labels, model, preemption
+from service.cache import Cache
+from service.config import BerthConfiguration
+from service.framework import interface as fw
+from service.framework import registry
+from service.framework.handle import Handle
+from service.framework.runtime import Framework
+from service.metrics import Metrics
+from service.nodetable import NodeTable, PodInfo, Snapshot
+from service.sources import BindError, Source
+
+__all__ = ["Core", "VerbError"]
+
+log = logging.getLogger(__name__)
+
+IntArray = npt.NDArray[np.int64]
+
+#: k8s.io/kube-scheduler/extender/v1: MinExtenderPriority..MaxExtenderPriority.
+MAX_EXTENDER_PRIORITY = 10
+
+LEGACY_SCHEDULER_ANNOTATION = "scheduler.alpha.kubernetes.io/name"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
+class VerbError(ValueError):
+    """A request the core cannot evaluate (bad pod, unknown profile); a client error."""
+
+
+def scheduler_name_of(pod: model.Pod) -> str:
+    """spec.schedulerName, else the legacy annotation, else default-scheduler."""
+    return (
+        pod.spec.scheduler_name
+        or pod.metadata.annotations.get(LEGACY_SCHEDULER_ANNOTATION, "")
+        or DEFAULT_SCHEDULER_NAME
+    )
+
+
+class Core:
+    def __init__(
+        self,
+        cfg: BerthConfiguration,
+        *,
+        clock: Any = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.metrics = Metrics()
+        self.cache = Cache(assumed_ttl=cfg.assumed_pod_ttl_seconds, clock=clock)
+        self.frameworks: dict[str, Framework] = {}
+        for prof in cfg.profiles:
+            handle = Handle(profile=prof.scheduler_name, cache=self.cache, clock=clock)
+            handle.extras["core"] = self
+            self.frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof), handle)
+        self.samplers = {name: algorithm.Sampler() for name in self.frameworks}
+        self.pods: dict[str, model.Pod] = {}  # uid -> latest pod object
+        self.pod_sources: dict[str, Source] = {}  # uid -> the source that owns it
+        self.uid_by_key: dict[str, str] = {}
+        self.pod_groups: dict[str, model.PodGroup] = {}
+        self.pdbs: dict[str, model.PodDisruptionBudget] = {}
+        self.default_source: Source | None = None
+        self._snapshot: Snapshot = self.cache.new_snapshot()
+        self.ready = False
+        # The scheduling loop (service.scheduler) hooks in here when it runs.
+        self.scheduler: Any = None
+
+    # ------------------------------------------------------------ sources
+
+    def snapshot(self) -> Snapshot:
+        self.cache.update_snapshot(self._snapshot)
+        return self._snapshot
+
+    def framework_for(self, profile: str) -> Framework:
+        fwk = self.frameworks.get(profile or self.cfg.extender.profile)
+        if fwk is None:
+            raise VerbError(f"unknown profile {profile!r} (profiles: {', '.join(self.frameworks)})")
+        return fwk
+
+    def responsible_for(self, pod: model.Pod) -> Framework | None:
+        """The profile that schedules this pod, or None when it is another scheduler's."""
+        return self.frameworks.get(scheduler_name_of(pod))
+
+    def on_node(self, node: model.Node) -> None:
+        self.cache.add_node(node)
+        if self.scheduler is not None:
+            self.scheduler.on_node(node)
+        self._cache_metrics()
+
+    def on_node_delete(self, name: str) -> None:
+        self.cache.remove_node(name)
+        self._cache_metrics()
+
+    def on_pod(self, pod: model.Pod, *, source: Source) -> None:
+        uid = pod.metadata.uid
+        old = self.pods.get(uid)
+        self.pods[uid] = pod
+        self.pod_sources[uid] = source
+        self.uid_by_key[pod.key] = uid
+        terminal = pod.status.phase in ("Succeeded", "Failed")
+        if pod.spec.node_name and not terminal:
+            self.cache.add_pod(PodInfo.of(pod))
+        elif terminal:
+            self.cache.remove_pod(uid)
+        if self.scheduler is not None:
+            self.scheduler.on_pod(old, pod)
+        self._cache_metrics()
+
+    def on_pod_delete(self, pod: model.Pod) -> None:
+        uid = pod.metadata.uid
+        self.pods.pop(uid, None)
+        self.pod_sources.pop(uid, None)
+        if self.uid_by_key.get(pod.key) == uid:
+            del self.uid_by_key[pod.key]
+        removed = self.cache.remove_pod(uid)
+        if self.scheduler is not None:
+            self.scheduler.on_pod_delete(pod, removed)
+        self._cache_metrics()
+
+    def on_pod_group(self, group: model.PodGroup) -> None:
+        self.pod_groups[group.key] = group
+        if self.scheduler is not None:
+            self.scheduler.on_pod_group(group)
+
+    def on_pdb(self, pdb: model.PodDisruptionBudget) -> None:
+        self.pdbs[pdb.metadata.namespace + "/" + pdb.metadata.name] = pdb
+
+    def on_pdb_delete(self, namespace: str, name: str) -> None:
+        self.pdbs.pop(namespace + "/" + name, None)
+
+    def _cache_metrics(self) -> None:
+        self.metrics.set_cache_size(self.cache.node_count, self.cache.pod_count, self.cache.assumed_count)
+
+    def pod_by_key(self, key: str) -> model.Pod | None:
+        uid = self.uid_by_key.get(key)
+        return None if uid is None else self.pods.get(uid)
+
+    # ------------------------------------------------------------ node sets
+
+    def _table_for(self, nodes: model_pb2.Node | Any, node_set: scheduler_pb2.NodeSet) -> tuple[NodeTable, list[str], dict[str, str]]:
+        """The table a verb evaluates, its input node names in order, and names it could not resolve."""
+        if node_set.full_objects or len(node_set.nodes):
+            objs = [convert.node_from_pb(n) for n in node_set.nodes]
+            return self.table_of_nodes(objs), [n.metadata.name for n in objs], {}
+        snap = self.snapshot()
+        names = list(node_set.node_names)
+        missing = {
+            n: "node is unknown to Berth's cache"
+            for n in names
+            if n not in snap.index or not snap.alive[snap.index[n]]
+        }
+        return snap, names, missing
+
+    def table_of_nodes(self, nodes: list[model.Node]) -> NodeTable:
+        """A table of exactly ``nodes`` (the extender's full-object mode), with
+        the pods Berth knows on each of them counted, as an informer-fed
+        extender would."""
+        snap = self.snapshot()
+        table = NodeTable.of_nodes(nodes, snap.columns)
+        table.ensure_columns()
+        known = [(i, snap.index[n.metadata.name]) for i, n in enumerate(nodes) if n.metadata.name in snap.index]
+        if known:
+            dst = np.asarray([k for k, _ in known], dtype=np.int64)
+            src = np.asarray([s for _, s in known], dtype=np.int64)
+            width = min(table.req.shape[1], snap.req.shape[1])
+            table.req[dst, :width] = snap.req[src, :width]
+            table.req_nz[dst, :width] = snap.req_nz[src, :width]
+            for d, s in known:
+                src_info = snap.infos[s]
+                dst_info = table.infos[d]
+                if src_info is not None and dst_info is not None:
+                    dst_info.pods = src_info.pods
+                    dst_info.used_ports = src_info.used_ports
+        return table
+
+    @staticmethod
+    def _rows(table: NodeTable, names: Iterable[str]) -> IntArray:
+        return np.asarray([table.index[n] for n in names], dtype=np.int64)
+
+    def _pod_info(self, pod_pb: model_pb2.Pod) -> PodInfo:
+        if not pod_pb.metadata.name and not pod_pb.metadata.uid:
+            raise VerbError("pod: required (a pod with metadata.name)")
+        pod = convert.pod_from_pb(pod_pb)
+        if not pod.metadata.namespace:
+            pod.metadata.namespace = "default"
+        return PodInfo.of(pod)
+
+    def _pass_through(self, pod: PodInfo) -> bool:
+        ext = self.cfg.extender
+        if not ext.pass_through_unmanaged or not ext.managed_resources:
+            return False
+        return not any(r in pod.requests for r in ext.managed_resources)
+
+    # ------------------------------------------------------------ extender verbs
+
+    def filter(self, req: scheduler_pb2.FilterRequest) -> scheduler_pb2.FilterResponse:
+        """kube-scheduler's extender Filter (findNodesThatPassExtenders' peer)."""
+        pod = self._pod_info(req.pod)
+        fwk = self.framework_for(req.profile)
+        table, names, missing = self._table_for(None, req.nodes)
+        resp = scheduler_pb2.FilterResponse()
+        for n, why in missing.items():
+            resp.failed_and_unresolvable_nodes[n] = why
+        known = [n for n in names if n not in missing]
+        if self._pass_through(pod):
+            resp.node_names.extend(known)
+            return resp
+        state = fw.CycleState()
+        status, allowed = fwk.run_pre_filter(state, pod, table)
+        if not status.ok:
+            if status.code == fw.Code.ERROR:
+                resp.error = f"{status.plugin}: {status.message()}"
+                return resp
+            target = (
+                resp.failed_and_unresolvable_nodes
+                if status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                else resp.failed_nodes
+            )
+            for n in known:
+                target[n] = status.message()
+            return resp
+        if allowed is not None:
+            for n in known:
+                if n not in allowed:
+                    resp.failed_and_unresolvable_nodes[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
+            known = [n for n in known if n in allowed]
+        rows = self._rows(table, known)
+        out = fwk.run_filter(state, pod, table, rows)
+        ok = out.ok.tolist()
+        reasons = out.reason.tolist()
+        for name, passed, ri in zip(known, ok, reasons, strict=True):
+            if passed:
+                resp.node_names.append(name)
+                continue
+            st = out.statuses[ri]
+            if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                resp.failed_and_unresolvable_nodes[name] = st.message()
+            else:
+                resp.failed_nodes[name] = st.message()
+        return resp
+
+    def prioritize(self, req: scheduler_pb2.PrioritizeRequest) -> scheduler_pb2.PrioritizeResponse:
+        """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
+        pod = self._pod_info(req.pod)
+        fwk = self.framework_for(req.profile)
+        table, names, missing = self._table_for(None, req.nodes)
+        resp = scheduler_pb2.PrioritizeResponse()
+        known = [n for n in names if n not in missing]
+        totals: dict[str, int] = {}
+        if known and not self._pass_through(pod):
+            state = fw.CycleState()
+            status, _ = fwk.run_pre_filter(state, pod, table)
+            if status.ok or status.code == fw.Code.SKIP:
+                rows = self._rows(table, known)
+                st = fwk.run_pre_score(state, pod, table, rows)
+                if not st.ok:
+                    resp.error = f"{st.plugin}: {st.message()}"
+                    return resp
+                scores = fwk.run_score(state, pod, table, rows)
+                top = max(fwk.max_total_score, 1)
+                scaled = (scores.total * MAX_EXTENDER_PRIORITY + top // 2) // top
+                totals = dict(zip(known, scaled.tolist(), strict=True))
+        for n in names:
+            resp.host_priorities.add(host=n, score=int(totals.get(n, 0)))
+        return resp
+
+    def preempt(self, req: scheduler_pb2.PreemptRequest) -> scheduler_pb2.PreemptResponse:
+        """Keep the candidates where removing (some of) the victims makes the pod fit."""
+        pod = self._pod_info(req.pod)
+        fwk = self.framework_for(req.profile)
+        snap = self.snapshot()
+        resp = scheduler_pb2.PreemptResponse()
+        for node, victims in req.node_name_to_victims.items():
+            if node not in snap.index or not snap.alive[snap.index[node]]:
+                continue
+            info = snap.infos[snap.index[node]]
+            assert info is not None
+            uids = list(victims.pod_uids) or [p.metadata.uid for p in victims.pods]
+            candidates = [info.pods[u] for u in uids if u in info.pods]
+            # Victims Berth does not know on this node (full pods only) still count as removable.
+            known = {c.uid for c in candidates}
+            extra = [PodInfo.of(convert.pod_from_pb(p)) for p in victims.pods if p.metadata.uid not in known]
+            result = preemption.select_victims_on_node(
+                fwk, pod, snap, info, candidates + extra, list(self.pdbs.values()), restrict_to_candidates=True
+            )
+            if result is None or not result.victims:
+                continue
+            resp.node_name_to_meta_victims[node].pod_uids.extend(v.uid for v in result.victims)
+            resp.node_name_to_meta_victims[node].num_pdb_violations = result.num_pdb_violations
+        return resp
+
+    async def bind(self, req: scheduler_pb2.BindRequest) -> scheduler_pb2.BindResponse:
+        key = model.pod_key(req.pod_namespace, req.pod_name)
+        pod = self.pods.get(req.pod_uid) if req.pod_uid else None
+        if pod is None:
+            pod = self.pod_by_key(key)
+        source = self.pod_sources.get(pod.metadata.uid) if pod is not None else self.default_source
+        if source is None:
+            return scheduler_pb2.BindResponse(error=f'pods "{req.pod_name}" not found')
+        if pod is None:
+            pod = model.Pod(metadata=model.ObjectMeta(name=req.pod_name, namespace=req.pod_namespace, uid=req.pod_uid))
+        if req.pod_uid and pod.metadata.uid and pod.metadata.uid != req.pod_uid:
+            return scheduler_pb2.BindResponse(
+                error=f"pod {key} has UID {pod.metadata.uid}, not {req.pod_uid}"
+            )
+        try:
+            await source.bind(pod, req.node)
+        except BindError as e:
+            return scheduler_pb2.BindResponse(error=str(e))
+        return scheduler_pb2.BindResponse()
+
+    # ------------------------------------------------------------ explain
+
+    def explain(self, req: scheduler_pb2.ExplainRequest) -> scheduler_pb2.ExplainResponse:
+        pod_model = convert.pod_from_pb(req.pod)
+        profile = req.profile or (scheduler_name_of(pod_model) if self.responsible_for(pod_model) else "")
+        fwk = self.framework_for(profile)
+        pod = self._pod_info(req.pod)
+        snap = self.snapshot()
+        rows = snap.order()
+        if req.node_names:
+            unknown = [n for n in req.node_names if n not in snap.index]
+            if unknown:
+                raise VerbError(f"node_names: unknown node(s) {', '.join(unknown)}")
+            rows = self._rows(snap, req.node_names)
+        resp = scheduler_pb2.ExplainResponse(profile=fwk.name)
+        if self.scheduler is not None:
+            resp.queue.CopyFrom(self.scheduler.queue_state(pod.uid))
+        state = fw.CycleState()
+        status, allowed = fwk.run_pre_filter(state, pod, snap)
+        diagnosis = algorithm.Diagnosis(num_all_nodes=len(rows))
+        if not status.ok:
+            diagnosis.pre_filter_msg = status.message()
+            resp.pre_filter_reasons.add(
+                plugin=status.plugin,
+                reason=status.message(),
+                unresolvable=status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            )
+            for r in rows.tolist():
+                e = resp.nodes.add(node=snap.name(r), feasible=False)
+                e.reasons.add(plugin=status.plugin, reason=status.message(),
+                              unresolvable=status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            resp.summary = str(algorithm.FitError(pod, diagnosis))
+            return resp
+        out = fwk.run_filter(state, pod, snap, rows, all_reasons=True)
+        feasible = out.feasible()
+        per_plugin: dict[int, dict[str, int]] = {}
+        totals: dict[int, int] = {}
+        if len(feasible):
+            st = fwk.run_pre_score(state, pod, snap, feasible)
+            if st.ok:
+                scores = fwk.run_score(state, pod, snap, feasible)
+                for k, r in enumerate(feasible.tolist()):
+                    per_plugin[r] = {name: int(a[k]) for name, a in scores.by_plugin.items()}
+                    totals[r] = int(scores.total[k])
+        for k, r in enumerate(rows.tolist()):
+            name = snap.name(r)
+            e = resp.nodes.add(node=name, feasible=bool(out.ok[k]))
+            if allowed is not None and name not in allowed:
+                e.feasible = False
+                e.reasons.add(plugin="PreFilter", reason="node(s) didn't satisfy plugin(s) [PreFilter]",
+                              unresolvable=True)
+            for st in out.all_failures(r):
+                e.reasons.add(plugin=st.plugin, reason=st.message(),
+                              unresolvable=st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            if out.ok[k]:
+                for pname, v in per_plugin.get(r, {}).items():
+                    e.plugin_scores[pname] = v
+                e.score = totals.get(r, 0)
+            elif out.statuses:
+                diagnosis.node_to_status[name] = out.statuses[int(out.reason[k])]
+        resp.feasible_nodes = sum(1 for e in resp.nodes if e.feasible)
+        if resp.feasible_nodes == 0:
+            resp.summary = str(algorithm.FitError(pod, diagnosis))
+        else:
+            resp.summary = f"{resp.feasible_nodes}/{len(rows)} nodes are available"
+        return resp
+
+    # ------------------------------------------------------------ cluster reads
+
+    def list_nodes(self, req: cluster_pb2.ListNodesRequest) -> cluster_pb2.ListNodesResponse:
+        snap = self.snapshot()
+        resp = cluster_pb2.ListNodesResponse()
+        names = snap.columns.names
+        pods_col = snap.columns.index["pods"]
+        for r in sorted(snap.alive_rows().tolist(), key=snap.name):
+            node = snap.node(r)
+            info = snap.infos[r]
+            assert info is not None
+            alloc = {names[c]: int(v) for c, v in enumerate(snap.alloc[r].tolist()) if v}
+            requested = {names[c]: int(v) for c, v in enumerate(snap.req[r].tolist()) if v and c != pods_col}
+            resp.nodes.add(
+                name=node.metadata.name,
+                allocatable=alloc,
+                requested=requested,
+                pods=len(info.pods),
+                labels=node.metadata.labels,
+                unschedulable=node.spec.unschedulable,
+                taints=[convert.taint_to_pb(t) for t in node.spec.taints],
+            )
+        return resp
+
+    def pods_matching(self, namespace: str, selector: model.LabelSelector | None) -> list[model.Pod]:
+        return [
+            p
+            for p in self.pods.values()
+            if p.metadata.namespace == namespace and labels.match_label_selector(selector, p.metadata.labels)
+        ]
