@@ -8,6 +8,7 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
+from typing import Any
 
 from adapters.grpc.server import GrpcServer
 from adapters.http import server as http_server
@@ -25,6 +26,8 @@ async def serve(
     cfg: config.BerthConfiguration,
     *,
     cluster_file: str | Path | None = None,
+    kubeconfig: str | None = None,
+    in_cluster: bool = False,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT (or ``stop`` is set), then shut down gracefully."""
@@ -36,13 +39,23 @@ async def serve(
     try:
         from service.scheduler import Scheduler
     except ImportError:  # the scheduling loop ships with a later milestone
-        Scheduler = None  # type: ignore[assignment,misc]  # noqa: N806
-    if Scheduler is not None:
-        core.scheduler = Scheduler(core)
-    if cluster_file is not None:
-        feed.load(manifests.load(cluster_file))
-        feed.log_summary()
-    core.ready = True
+        Scheduler = None  # type: ignore[assignment,misc]
+    kube_task: asyncio.Task[None] | None = None
+    runner_k8s = None
+    if kubeconfig is not None or in_cluster:
+        from adapters.kubernetes.runner import KubernetesRunner, load_api_client
+
+        api = await load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
+        runner_k8s = KubernetesRunner(core, api)
+        # Informers make /readyz ready after the first full sync; the leader schedules.
+        kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes")
+    else:
+        if Scheduler is not None and cfg.run_scheduling_loop:
+            core.scheduler = Scheduler(core)
+        if cluster_file is not None:
+            feed.load(manifests.load(cluster_file))
+            feed.log_summary()
+        core.ready = True
 
     runner, http_port = await http_server.start(core, server_ssl_context(cfg.http.tls))
     grpc = GrpcServer(core, feed, cfg)
@@ -51,8 +64,13 @@ async def serve(
         loop_task = asyncio.create_task(core.scheduler.run(), name="scheduling-loop")
     log.info(
         "Berth serving: HTTP on %s:%d (extender at %s), gRPC on %s:%d; %d nodes, %d pods",
-        cfg.http.host, http_port, cfg.extender.url_prefix, cfg.grpc.host, grpc.port,
-        core.cache.node_count, core.cache.pod_count,
+        cfg.http.host,
+        http_port,
+        cfg.extender.url_prefix,
+        cfg.grpc.host,
+        grpc.port,
+        core.cache.node_count,
+        core.cache.pod_count,
     )
 
     stop = stop or asyncio.Event()
@@ -60,12 +78,20 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
+    if kube_task is not None:
+        waiters.append(kube_task)
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    if kube_task is not None and kube_task.done() and not kube_task.cancelled() and kube_task.exception():
+        log.error("the Kubernetes adapter stopped: %s", kube_task.exception())
     log.info("shutting down")
     core.ready = False
-    if loop_task is not None:
-        loop_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop_task
+    for task in (loop_task, kube_task):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if runner_k8s is not None:
+        await runner_k8s.close()
     await grpc.stop(grace=5.0)
     await runner.cleanup()

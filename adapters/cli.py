@@ -39,6 +39,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cfg.http.port = args.http_port
     if args.grpc_port is not None:
         cfg.grpc.port = args.grpc_port
+    if args.cluster is not None and (args.kubeconfig or args.in_cluster):
+        raise CliError("--cluster and --kubeconfig/--in-cluster are exclusive: embedded or real, not both")
     if args.cluster is not None:
         try:
             manifests.load(args.cluster)  # fail before binding any port
@@ -52,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runner: Any = uvloop.run
     except ImportError:
         runner = asyncio.run
-    runner(app.serve(cfg, cluster_file=args.cluster))
+    runner(app.serve(cfg, cluster_file=args.cluster, kubeconfig=args.kubeconfig, in_cluster=args.in_cluster))
     return 0
 
 
@@ -95,7 +97,9 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     print(header)
     for n, r in zip(resp.nodes, rows, strict=True):
         cpu = f"{resources.format_quantity('cpu', n.requested.get('cpu', 0))}/{r['allocatable'].get('cpu', '0')}"
-        mem = f"{resources.format_quantity('memory', n.requested.get('memory', 0))}/{r['allocatable'].get('memory', '0')}"
+        mem = (
+            f"{resources.format_quantity('memory', n.requested.get('memory', 0))}/{r['allocatable'].get('memory', '0')}"
+        )
         flag = " (cordoned)" if n.unschedulable else ""
         print(f"{n.name + flag:<24} {cpu:>18} {mem:>22} {n.pods:>6}  {','.join(r['taints'])}")
     return 0
@@ -122,7 +126,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
             "node": e.node,
             "feasible": e.feasible,
             "reasons": [r.reason for r in e.reasons],
-            "failingPlugins": [{"plugin": r.plugin, "reason": r.reason, "unresolvable": r.unresolvable} for r in e.reasons],
+            "failingPlugins": [
+                {"plugin": r.plugin, "reason": r.reason, "unresolvable": r.unresolvable} for r in e.reasons
+            ],
             "score": e.score,
             "pluginScores": dict(e.plugin_scores),
         }
@@ -178,6 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cluster", help="run on an embedded cluster loaded from this manifest file")
     s.add_argument("--http-port", type=int, help="extender, health and metrics port (default 8888)")
     s.add_argument("--grpc-port", type=int, help="gRPC API port (default 50051)")
+    s.add_argument("--kubeconfig", help="schedule in the cluster this kubeconfig points at")
+    s.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
     s.set_defaults(func=cmd_serve)
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
+from service import preemption
 from service.framework import interface as fw
 from service.framework.runtime import FilterOutcome, Framework, ScoreOutcome
 from service.nodetable import NodeTable, PodInfo
@@ -22,8 +23,8 @@ from service.nodetable import NodeTable, PodInfo
 __all__ = [
     "Diagnosis",
     "FitError",
-    "ScheduleResult",
     "Sampler",
+    "ScheduleResult",
     "num_feasible_nodes_to_find",
     "schedule_pod",
     "select_host",
@@ -98,9 +99,7 @@ class Sampler:
         self.next_start = 0
 
 
-def _feasible_window(
-    outcome_ok: npt.NDArray[np.bool_], want: int
-) -> int:
+def _feasible_window(outcome_ok: npt.NDArray[np.bool_], want: int) -> int:
     """How many rows (from the window start) were 'processed' to find ``want``."""
     hits = np.flatnonzero(outcome_ok)
     if len(hits) <= want:
@@ -137,6 +136,7 @@ def find_nodes_that_fit(
         if nodes.alive[row] and (allowed is None or nominated in allowed):
             rows = np.asarray([row], dtype=np.int64)
             out = fwk.run_filter(state, pod, nodes, rows)
+            _account_nominated(fwk, state, pod, nodes, out)
             if out.ok.all():
                 return rows, diagnosis, out
 
@@ -149,6 +149,7 @@ def find_nodes_that_fit(
         if start:
             order = np.concatenate((order[start:], order[:start]))
     outcome = fwk.run_filter(state, pod, nodes, order)
+    _account_nominated(fwk, state, pod, nodes, outcome)
     processed = _feasible_window(outcome.ok, want) if n else 0
     if sampler is not None and n:
         sampler.next_start = (sampler.next_start + processed) % n
@@ -163,9 +164,33 @@ def find_nodes_that_fit(
     return feasible, diagnosis, outcome
 
 
-def select_host(
-    rows: IntArray, totals: IntArray, *, top_n: int = 0, rng: random.Random | None = None
-) -> int:
+def _account_nominated(
+    fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, outcome: FilterOutcome
+) -> None:
+    """Reject feasible nodes that would not fit ``pod`` once the pods nominated
+    there (after preemption) arrive."""
+    nominator = fwk.handle.extras.get("nominator")
+    if nominator is None:
+        return
+    for node in nominator.nodes():
+        row = nodes.index.get(node)
+        if row is None:
+            continue
+        hits = np.flatnonzero(outcome.rows == row)
+        if not hits.size or not outcome.ok[hits[0]]:
+            continue
+        info = nodes.infos[row]
+        if info is None:
+            continue
+        st = preemption.fits_with_nominated(fwk, state, pod, nodes, info, nominator.pods_on(node))
+        if not st.ok:
+            k = int(hits[0])
+            outcome.ok[k] = False
+            outcome.reason[k] = len(outcome.statuses)
+            outcome.statuses.append(st)
+
+
+def select_host(rows: IntArray, totals: IntArray, *, top_n: int = 0, rng: random.Random | None = None) -> int:
     """The chosen row: the best score, ties broken at random (``selectHost``);
     with ``top_n`` > 1, a random pick among the ``top_n`` best (randomizeTopN).
     """
@@ -192,9 +217,7 @@ def schedule_pod(
     rng: random.Random | None = None,
 ) -> ScheduleResult:
     """One attempt's decision, or FitError (``schedulePod``)."""
-    feasible, diagnosis, _ = find_nodes_that_fit(
-        fwk, state, pod, nodes, percentage=percentage, sampler=sampler
-    )
+    feasible, diagnosis, _ = find_nodes_that_fit(fwk, state, pod, nodes, percentage=percentage, sampler=sampler)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
     evaluated = len(feasible) + len(diagnosis.node_to_status)

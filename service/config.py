@@ -156,6 +156,9 @@ class BerthConfiguration(_Cfg):
     api_version: str = API_VERSION
     kind: str = KIND
     profiles: list[Profile] = msgspec.field(default_factory=lambda: [Profile()])
+    #: False for a pure extender: Berth then answers kube-scheduler's calls
+    #: and gRPC reads but never schedules pods itself.
+    run_scheduling_loop: bool = True
     percentage_of_nodes_to_score: int = 0
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0

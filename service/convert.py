@@ -80,9 +80,7 @@ def _meta_to_pb(m: model.ObjectMeta) -> pb.ObjectMeta:
         creation_timestamp_ms=_ts_ms(m.creation_timestamp),
         deleting=m.deletion_timestamp is not None,
         owner_references=[
-            pb.OwnerReference(
-                api_version=o.api_version, kind=o.kind, name=o.name, uid=o.uid, controller=o.controller
-            )
+            pb.OwnerReference(api_version=o.api_version, kind=o.kind, name=o.name, uid=o.uid, controller=o.controller)
             for o in m.owner_references
         ],
     )
@@ -106,8 +104,7 @@ def _ls_to_pb(s: model.LabelSelector | None) -> pb.LabelSelector | None:
     return pb.LabelSelector(
         match_labels=s.match_labels,
         match_expressions=[
-            pb.LabelSelectorRequirement(key=r.key, operator=r.operator, values=r.values)
-            for r in s.match_expressions
+            pb.LabelSelectorRequirement(key=r.key, operator=r.operator, values=r.values) for r in s.match_expressions
         ],
     )
 

@@ -157,7 +157,9 @@ class Core:
 
     # ------------------------------------------------------------ node sets
 
-    def _table_for(self, nodes: model_pb2.Node | Any, node_set: scheduler_pb2.NodeSet) -> tuple[NodeTable, list[str], dict[str, str]]:
+    def _table_for(
+        self, nodes: model_pb2.Node | Any, node_set: scheduler_pb2.NodeSet
+    ) -> tuple[NodeTable, list[str], dict[str, str]]:
         """The table a verb evaluates, its input node names in order, and names it could not resolve."""
         if node_set.full_objects or len(node_set.nodes):
             objs = [convert.node_from_pb(n) for n in node_set.nodes]
@@ -165,9 +167,7 @@ class Core:
         snap = self.snapshot()
         names = list(node_set.node_names)
         missing = {
-            n: "node is unknown to Berth's cache"
-            for n in names
-            if n not in snap.index or not snap.alive[snap.index[n]]
+            n: "node is unknown to Berth's cache" for n in names if n not in snap.index or not snap.alive[snap.index[n]]
         }
         return snap, names, missing
 
@@ -320,9 +320,7 @@ class Core:
         if pod is None:
             pod = model.Pod(metadata=model.ObjectMeta(name=req.pod_name, namespace=req.pod_namespace, uid=req.pod_uid))
         if req.pod_uid and pod.metadata.uid and pod.metadata.uid != req.pod_uid:
-            return scheduler_pb2.BindResponse(
-                error=f"pod {key} has UID {pod.metadata.uid}, not {req.pod_uid}"
-            )
+            return scheduler_pb2.BindResponse(error=f"pod {key} has UID {pod.metadata.uid}, not {req.pod_uid}")
         try:
             await source.bind(pod, req.node)
         except BindError as e:
@@ -358,8 +356,11 @@ class Core:
             )
             for r in rows.tolist():
                 e = resp.nodes.add(node=snap.name(r), feasible=False)
-                e.reasons.add(plugin=status.plugin, reason=status.message(),
-                              unresolvable=status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                e.reasons.add(
+                    plugin=status.plugin,
+                    reason=status.message(),
+                    unresolvable=status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                )
             resp.summary = str(algorithm.FitError(pod, diagnosis))
             return resp
         out = fwk.run_filter(state, pod, snap, rows, all_reasons=True)
@@ -378,11 +379,15 @@ class Core:
             e = resp.nodes.add(node=name, feasible=bool(out.ok[k]))
             if allowed is not None and name not in allowed:
                 e.feasible = False
-                e.reasons.add(plugin="PreFilter", reason="node(s) didn't satisfy plugin(s) [PreFilter]",
-                              unresolvable=True)
+                e.reasons.add(
+                    plugin="PreFilter", reason="node(s) didn't satisfy plugin(s) [PreFilter]", unresolvable=True
+                )
             for st in out.all_failures(r):
-                e.reasons.add(plugin=st.plugin, reason=st.message(),
-                              unresolvable=st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                e.reasons.add(
+                    plugin=st.plugin,
+                    reason=st.message(),
+                    unresolvable=st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                )
             if out.ok[k]:
                 for pname, v in per_plugin.get(r, {}).items():
                     e.plugin_scores[pname] = v

@@ -137,12 +137,8 @@ class EmbeddedCluster:
         self.events.append((pod.key, "FailedScheduling", message))
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
-        self.events.append(
-            (pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}")
-        )
+        self.events.append((pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}"))
 
     def log_summary(self) -> None:
         bound = sum(1 for p in self.pods.values() if p.spec.node_name)
-        log.info(
-            "embedded cluster: %d nodes, %d pods (%d bound)", len(self.nodes), len(self.pods), bound
-        )
+        log.info("embedded cluster: %d nodes, %d pods (%d bound)", len(self.nodes), len(self.pods), bound)

@@ -83,9 +83,7 @@ def match_label_selector(sel: model.LabelSelector | None, labels: Mapping[str, s
     for k, v in sel.match_labels.items():
         if labels.get(k) != v:
             return False
-    return all(
-        _label_requirement(labels, r.key, r.operator, r.values) for r in sel.match_expressions
-    )
+    return all(_label_requirement(labels, r.key, r.operator, r.values) for r in sel.match_expressions)
 
 
 def match_node_requirement(r: model.NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:

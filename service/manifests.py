@@ -24,7 +24,7 @@ import yaml
 
 from service import labels, model, resources
 
-__all__ = ["ManifestError", "Manifests", "parse_documents", "load", "loads", "validate_node", "validate_pod"]
+__all__ = ["ManifestError", "Manifests", "load", "loads", "parse_documents", "validate_node", "validate_pod"]
 
 _UID_NAMESPACE = uuid.UUID("6f1d2c1e-3b7a-4c55-9a57-1f0a6b2d7e11")
 
@@ -116,44 +116,50 @@ def validate_pod(pod: model.Pod) -> None:
         req = aff.node_affinity.required_during_scheduling_ignored_during_execution
         terms = req.node_selector_terms if req else []
         prefs = [p.preference for p in aff.node_affinity.preferred_during_scheduling_ignored_during_execution]
-        for kind, ts in (("requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", terms),
-                         ("preferredDuringSchedulingIgnoredDuringExecution", prefs)):
+        for kind, ts in (
+            ("requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", terms),
+            ("preferredDuringSchedulingIgnoredDuringExecution", prefs),
+        ):
             for i, t in enumerate(ts):
                 for j, r in enumerate([*t.match_expressions, *t.match_fields]):
                     try:
-                        labels.validate_node_requirement(r, f"spec.affinity.nodeAffinity.{kind}[{i}].matchExpressions[{j}]")
+                        labels.validate_node_requirement(
+                            r, f"spec.affinity.nodeAffinity.{kind}[{i}].matchExpressions[{j}]"
+                        )
                     except labels.SelectorError as e:
                         raise ManifestError(str(e)) from None
-    for field, pa in (("podAffinity", aff.pod_affinity if aff else None),
-                      ("podAntiAffinity", aff.pod_anti_affinity if aff else None)):
+    for field, pa in (
+        ("podAffinity", aff.pod_affinity if aff else None),
+        ("podAntiAffinity", aff.pod_anti_affinity if aff else None),
+    ):
         if pa is None:
             continue
-        for i, t in enumerate(pa.required_during_scheduling_ignored_during_execution):
+        for i, term in enumerate(pa.required_during_scheduling_ignored_during_execution):
             base = f"spec.affinity.{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-            if not t.topology_key:
+            if not term.topology_key:
                 raise ManifestError(f"{base}.topologyKey: required")
-            _check_selector(t.label_selector, f"{base}.labelSelector")
+            _check_selector(term.label_selector, f"{base}.labelSelector")
         for i, w in enumerate(pa.preferred_during_scheduling_ignored_during_execution):
             base = f"spec.affinity.{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
             if not 1 <= w.weight <= 100:
                 raise ManifestError(f"{base}.weight: must be in the range 1-100")
             if not w.pod_affinity_term.topology_key:
                 raise ManifestError(f"{base}.podAffinityTerm.topologyKey: required")
-    for i, c in enumerate(spec.topology_spread_constraints):
+    for i, tsc in enumerate(spec.topology_spread_constraints):
         base = f"spec.topologySpreadConstraints[{i}]"
-        if c.max_skew <= 0:
+        if tsc.max_skew <= 0:
             raise ManifestError(f"{base}.maxSkew: must be greater than zero")
-        if not c.topology_key:
+        if not tsc.topology_key:
             raise ManifestError(f"{base}.topologyKey: required")
-        if c.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
-            raise ManifestError(f"{base}.whenUnsatisfiable: unsupported value {c.when_unsatisfiable!r}")
-        if c.min_domains is not None and (c.min_domains <= 0 or c.when_unsatisfiable != "DoNotSchedule"):
+        if tsc.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise ManifestError(f"{base}.whenUnsatisfiable: unsupported value {tsc.when_unsatisfiable!r}")
+        if tsc.min_domains is not None and (tsc.min_domains <= 0 or tsc.when_unsatisfiable != "DoNotSchedule"):
             raise ManifestError(f"{base}.minDomains: must be > 0 and only with whenUnsatisfiable=DoNotSchedule")
-        _check_selector(c.label_selector, f"{base}.labelSelector")
-    for i, t in enumerate(spec.tolerations):
-        if t.operator not in ("", "Equal", "Exists"):
-            raise ManifestError(f"spec.tolerations[{i}].operator: unsupported value {t.operator!r}")
-        if t.operator == "Exists" and t.value:
+        _check_selector(tsc.label_selector, f"{base}.labelSelector")
+    for i, tol in enumerate(spec.tolerations):
+        if tol.operator not in ("", "Equal", "Exists"):
+            raise ManifestError(f"spec.tolerations[{i}].operator: unsupported value {tol.operator!r}")
+        if tol.operator == "Exists" and tol.value:
             raise ManifestError(f"spec.tolerations[{i}].value: must be empty when operator is Exists")
 
 
@@ -206,9 +212,7 @@ def parse_documents(docs: list[Any], *, default_namespace: str = "default") -> M
             elif kind is None:
                 raise ManifestError("kind: required")
             else:
-                raise ManifestError(
-                    f"kind: {kind!r} is not supported (Node, Pod, PodGroup, PodDisruptionBudget)"
-                )
+                raise ManifestError(f"kind: {kind!r} is not supported (Node, Pod, PodGroup, PodDisruptionBudget)")
         except ManifestError as e:
             text = str(e)
             raise ManifestError(text if text.startswith(label) else f"{label}: {text}") from None

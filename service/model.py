@@ -64,6 +64,10 @@ class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     """Base: camelCase keys, unknown keys ignored, defaults omitted on encode."""
 
 
+class _K8sValue(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True):
+    """Base for small immutable values that are hashed and compared (taints, tolerations)."""
+
+
 class OwnerReference(_K8s):
     api_version: str = ""
     kind: str = ""
@@ -148,7 +152,7 @@ class Affinity(_K8s):
     pod_anti_affinity: PodAffinity | None = None
 
 
-class Toleration(_K8s, frozen=True):
+class Toleration(_K8sValue, frozen=True):
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -237,7 +241,7 @@ def pod_key(namespace: str, name: str) -> str:
 # ---------------------------------------------------------------- nodes
 
 
-class Taint(_K8s, frozen=True):
+class Taint(_K8sValue, frozen=True):
     key: str
     effect: str
     value: str = ""

@@ -161,7 +161,8 @@ class LabelColumn:
         if not codes:
             return np.zeros(len(self.codes), dtype=bool)
         if len(codes) == 1:
-            return self.codes == codes[0]
+            out: BoolArray = self.codes == codes[0]
+            return out
         return np.isin(self.codes, codes)
 
     def present(self) -> BoolArray:
@@ -395,10 +396,7 @@ class NodeTable:
                     rows, sizes = acc.setdefault(norm, ([], []))
                     rows.append(i)
                     sizes.append(img.size_bytes)
-        self._images = {
-            k: (np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.int64))
-            for k, (r, s) in acc.items()
-        }
+        self._images = {k: (np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.int64)) for k, (r, s) in acc.items()}
         self._images_version = self.shape_version
         return self._images
 

@@ -26,7 +26,14 @@ from service.framework import interface as fw
 from service.framework.runtime import Framework
 from service.nodetable import NodeInfo, NodeTable, PodInfo
 
-__all__ = ["PreFilterExtensions", "Victims", "more_important", "select_victims_on_node"]
+__all__ = [
+    "PreFilterExtensions",
+    "ScratchNode",
+    "Victims",
+    "fits_with_nominated",
+    "more_important",
+    "select_victims_on_node",
+]
 
 
 @runtime_checkable
@@ -74,7 +81,7 @@ def _pdb_violations(
     return violating, ok
 
 
-class _Scratch:
+class ScratchNode:
     """A one-row table of ``info``'s node whose pods can be removed and added back."""
 
     def __init__(self, snap: NodeTable, info: NodeInfo) -> None:
@@ -134,9 +141,11 @@ def select_victims_on_node(
     if not potential:
         return None
 
-    scratch = _Scratch(snap, info)
-    extensions = [p for p in fwk.filter if isinstance(p, PreFilterExtensions)]
-    extensions += [p for p in fwk.pre_filter if isinstance(p, PreFilterExtensions) and p not in extensions]
+    scratch = ScratchNode(snap, info)
+    extensions: list[PreFilterExtensions] = []
+    for plugin in (*fwk.filter, *fwk.pre_filter):
+        if isinstance(plugin, PreFilterExtensions) and plugin not in extensions:
+            extensions.append(plugin)
 
     def remove(v: PodInfo) -> None:
         if v.uid in scratch.info.pods:
@@ -175,3 +184,33 @@ def select_victims_on_node(
     for v in non_violating:
         reprieve(v)
     return Victims(victims, violations)
+
+
+def fits_with_nominated(
+    fwk: Framework,
+    state: fw.CycleState,
+    pod: PodInfo,
+    snap: NodeTable,
+    info: NodeInfo,
+    nominated: Sequence[PodInfo],
+) -> fw.Status:
+    """Filter ``pod`` on ``info``'s node with the nominated pods of equal or
+    higher priority counted there (``RunFilterPluginsWithNominatedPods``:
+    kube-scheduler also checks without them, which the caller's ordinary
+    Filter pass already did)."""
+    added = [p for p in nominated if p.uid != pod.uid and p.priority >= pod.priority and p.uid not in info.pods]
+    if not added or info.node is None:
+        return fw.SUCCESS
+    scratch = ScratchNode(snap, info)
+    extensions: list[PreFilterExtensions] = [p for p in fwk.filter if isinstance(p, PreFilterExtensions)]
+    for p in added:
+        scratch.add(p)
+        for ext in extensions:
+            ext.add_pod(state, pod, p, scratch.info)
+    try:
+        out = fwk.run_filter(state, pod, scratch.table, scratch.rows)
+    finally:
+        for p in added:
+            for ext in extensions:
+                ext.remove_pod(state, pod, p, scratch.info)
+    return fw.SUCCESS if out.ok[0] else out.statuses[int(out.reason[0])]

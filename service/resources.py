@@ -114,7 +114,7 @@ def format_quantity(name: str, value: int) -> str:
     """An exact Kubernetes quantity string for a canonical value ("500m", "16Gi")."""
     if name == CPU:
         return str(value // 1000) if value % 1000 == 0 else f"{value}m"
-    if value and name in (MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-"):
+    if (value and name in (MEMORY, EPHEMERAL_STORAGE)) or name.startswith("hugepages-"):
         for suffix in ("Ti", "Gi", "Mi", "Ki"):
             unit = _BINARY[suffix]
             if value and value % unit == 0:
@@ -151,9 +151,7 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(
-    c: model.Container, non_zero: bool
-) -> dict[str, int]:
+def _container_requests(c: model.Container, non_zero: bool) -> dict[str, int]:
     res = c.resources
     reqs: dict[str, int] = {}
     if res is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -45,8 +46,8 @@ async def start(core: Core, ssl_context: ssl.SSLContext | None) -> tuple[web.App
     await runner.setup()
     site = web.TCPSite(runner, core.cfg.http.host, core.cfg.http.port, ssl_context=ssl_context)
     await site.start()
-    server = site._server  # aiohttp exposes the bound sockets only here
     port = core.cfg.http.port
+    server: Any = site._server  # aiohttp exposes the bound sockets only here
     if server is not None and getattr(server, "sockets", None):
-        port = server.sockets[0].getsockname()[1]
+        port = int(server.sockets[0].getsockname()[1])
     return runner, port

@@ -155,7 +155,7 @@ class StateKey(Generic[T]):
 class CycleState:
     """Per-attempt data plugins hand from one extension point to the next."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score", "skip_pre_bind")
+    __slots__ = ("_data", "skip_filter", "skip_pre_bind", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[StateKey[Any], Any] = {}

@@ -133,9 +133,7 @@ class Framework:
                 allowed = res.node_names if allowed is None else allowed & res.node_names
                 if not allowed:
                     return (
-                        fw.Status.unresolvable(
-                            "node(s) didn't satisfy plugin(s) [" + p.NAME + "]", plugin=p.NAME
-                        ),
+                        fw.Status.unresolvable("node(s) didn't satisfy plugin(s) [" + p.NAME + "]", plugin=p.NAME),
                         None,
                     )
         return fw.SUCCESS, allowed
@@ -276,4 +274,3 @@ class Framework:
                 p.post_bind(state, pod, node)
             except Exception:
                 log.exception("PostBind %s failed for %s", p.NAME, pod.key)
-

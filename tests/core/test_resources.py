@@ -38,7 +38,13 @@ def test_invalid_quantity_is_rejected(bad: object) -> None:
 
 @pytest.mark.parametrize(
     ("name", "value", "want"),
-    [("cpu", 1500, "1500m"), ("cpu", 2000, "2"), ("memory", 2**30, "1Gi"), ("memory", 1000, "1000"), ("pods", 110, "110")],
+    [
+        ("cpu", 1500, "1500m"),
+        ("cpu", 2000, "2"),
+        ("memory", 2**30, "1Gi"),
+        ("memory", 1000, "1000"),
+        ("pods", 110, "110"),
+    ],
 )
 def test_format_quantity_is_exact(name: str, value: int, want: str) -> None:
     assert resources.format_quantity(name, value) == want

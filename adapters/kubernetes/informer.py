@@ -1,0 +1,284 @@
+"""A list-then-watch informer over kubernetes-asyncio's transport.
+
+client-go's reflector, reduced to what Berth needs:
+
+1. LIST (paged) and remember the list's resourceVersion;
+2. WATCH from it with bookmarks (``allowWatchBookmarks``), remembering the
+   resourceVersion of every event and bookmark;
+3. when the stream ends or breaks, WATCH again from the last version, with
+   backoff; on ``410 Gone`` (the version was compacted away), LIST afresh and
+   diff the result against the store, so handlers see exactly the adds,
+   updates and deletes they missed — no event lost, none applied twice.
+
+kubernetes-asyncio supplies authentication, TLS and the request; we read
+the raw responses (``_preload_content=False``) and decode each object with
+msgspec into Berth's own model, because its generated model classes are
+slow to build and Berth needs only the scheduling fields (this is the part
+no library does for us).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio.client.exceptions import ApiException
+
+__all__ = ["Handlers", "Informer", "WatchEvent"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Meta(msgspec.Struct):
+    resourceVersion: str = ""
+    # The list's metadata.continue token (paging).
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class _ListHead(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    items: list[msgspec.Raw] = []
+
+
+class WatchEvent(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class _ObjMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+
+
+class _Obj(msgspec.Struct):
+    metadata: _ObjMeta = msgspec.field(default_factory=_ObjMeta)
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (HTTP 410 / Status code 410)."""
+
+
+class Handlers(Generic[T]):
+    """What an informer calls; each may be a plain function."""
+
+    def __init__(
+        self,
+        on_add: Callable[[T], None],
+        on_update: Callable[[T, T], None],
+        on_delete: Callable[[T], None],
+    ) -> None:
+        self.on_add = on_add
+        self.on_update = on_update
+        self.on_delete = on_delete
+
+
+ListCall = Callable[..., Awaitable[Any]]
+
+
+async def checked(resp: Any) -> Any:
+    """Raise for a non-2xx raw response (``_preload_content=False`` skips that check)."""
+    if 200 <= resp.status <= 299:
+        return resp
+    try:
+        body = await resp.read()
+    finally:
+        resp.release()
+    if resp.status == 410:
+        raise Gone(body.decode(errors="replace"))
+    raise ApiException(status=resp.status, reason=body.decode(errors="replace")[:500])
+
+
+class Informer(Generic[T]):
+    """Keeps ``store`` equal to the API server's view of one resource."""
+
+    def __init__(
+        self,
+        name: str,
+        list_call: ListCall,
+        decode: type[T],
+        handlers: Handlers[T],
+        *,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self.name = name
+        self._list_call = list_call
+        self._decoder = msgspec.json.Decoder(decode)
+        self._handlers = handlers
+        self._field_selector = field_selector
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._backoff_max = backoff_max
+        self.store: dict[str, tuple[str, T]] = {}  # key -> (resourceVersion, object)
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self.events = 0
+
+    @staticmethod
+    def _key(meta: _ObjMeta) -> str:
+        return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+    def _kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"_preload_content": False}
+        if self._field_selector:
+            kw["field_selector"] = self._field_selector
+        return kw
+
+    # ------------------------------------------------------------ list
+
+    async def _list(self) -> None:
+        """LIST all pages, then reconcile the store with what came back."""
+        fresh: dict[str, tuple[str, msgspec.Raw, _ObjMeta]] = {}
+        token: str | None = None
+        rv = ""
+        while True:
+            kw = self._kwargs()
+            kw["limit"] = self._page_size
+            if token:
+                kw["_continue"] = token
+            resp = await checked(await self._list_call(**kw))
+            try:
+                body = await resp.read()
+            finally:
+                resp.release()
+            head = msgspec.json.decode(body, type=_ListHead)
+            for raw in head.items:
+                meta = msgspec.json.decode(raw, type=_Obj).metadata
+                fresh[self._key(meta)] = (meta.resourceVersion, raw, meta)
+            rv = head.metadata.resourceVersion
+            token = head.metadata.continue_
+            if not token:
+                break
+        self.relists += 1
+        # Reconcile: deletes first (frees resources), then adds and updates.
+        for key in [k for k in self.store if k not in fresh]:
+            _, old = self.store.pop(key)
+            self._handlers.on_delete(old)
+        for key, (obj_rv, raw, _) in fresh.items():
+            have = self.store.get(key)
+            if have is not None and have[0] == obj_rv:
+                continue  # unchanged: do not apply twice
+            obj = self._decoder.decode(raw)
+            self.store[key] = (obj_rv, obj)
+            if have is None:
+                self._handlers.on_add(obj)
+            else:
+                self._handlers.on_update(have[1], obj)
+        self.resource_version = rv
+
+    # ------------------------------------------------------------ watch
+
+    async def _watch(self) -> None:
+        kw = self._kwargs()
+        kw.update(
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=self.resource_version,
+            timeout_seconds=self._watch_timeout,
+        )
+        resp = await checked(await self._list_call(**kw))
+        try:
+            buf = b""
+            async for chunk in resp.content.iter_any():
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    line, buf = buf[:nl], buf[nl + 1 :]
+                    if line.strip():
+                        self._apply(msgspec.json.decode(line, type=WatchEvent))
+        finally:
+            resp.release()
+
+    def _apply(self, ev: WatchEvent) -> None:
+        if ev.type == "ERROR":
+            st = msgspec.json.decode(ev.object, type=_Status)
+            if st.code == 410:
+                raise Gone(st.message)
+            raise ApiException(status=st.code, reason=f"{st.reason}: {st.message}")
+        meta = msgspec.json.decode(ev.object, type=_Obj).metadata
+        if ev.type == "BOOKMARK":
+            self.resource_version = meta.resourceVersion
+            return
+        key = self._key(meta)
+        self.events += 1
+        if ev.type == "DELETED":
+            have = self.store.pop(key, None)
+            if have is not None:
+                self._handlers.on_delete(have[1])
+        else:
+            have = self.store.get(key)
+            if have is not None and have[0] == meta.resourceVersion:
+                pass  # already applied (e.g. seen in a relist)
+            else:
+                obj = self._decoder.decode(ev.object)
+                self.store[key] = (meta.resourceVersion, obj)
+                if have is None:
+                    self._handlers.on_add(obj)
+                else:
+                    self._handlers.on_update(have[1], obj)
+        self.resource_version = meta.resourceVersion
+
+    # ------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """List, then watch forever; relist on 410; back off on errors."""
+        delay = 0.2
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    self.synced.set()
+                    delay = 0.2
+                await self._watch()
+                delay = 0.2  # a clean end of the watch (timeout): just resume
+            except asyncio.CancelledError:
+                raise
+            except Gone as e:
+                log.info("%s informer: resourceVersion too old (%s); relisting", self.name, e)
+                need_list = True
+            except ApiException as e:
+                if e.status == 410:
+                    need_list = True
+                    continue
+                log.warning("%s informer: API error %s %s; retrying in %.1fs", self.name, e.status, e.reason, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, self._backoff_max)
+            except (TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError) as e:
+                log.warning("%s informer: connection lost (%s); retrying in %.1fs", self.name, e, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, self._backoff_max)
+
+    @staticmethod
+    async def _sleep(delay: float) -> None:
+        await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
+
+
+async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await t

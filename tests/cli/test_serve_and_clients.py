@@ -1,0 +1,123 @@
+"""`berth serve` on the demo cluster, driven by the CLI clients, as `make run` does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+BERTH = [sys.executable, "-m", "adapters.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BERTH, *args], capture_output=True, text=True, cwd=ROOT, timeout=60, check=check)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    http, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            *BERTH,
+            "serve",
+            "--cluster",
+            "examples/cluster.yaml",
+            "--config",
+            "examples/berth.yaml",
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc_port),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(f"berth serve exited: {proc.stdout.read() if proc.stdout else ''}") from None
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("berth serve did not become ready")
+    yield f"127.0.0.1:{grpc_port}|{http}"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    assert "shutting down" in out
+
+
+def test_nodes_lists_the_demo_cluster_as_json(server: str) -> None:
+    addr = server.split("|")[0]
+    out = json.loads(cli("nodes", "--server", addr, "-o", "json").stdout)
+    assert len(out) == 50
+    assert {"name", "allocatable", "requested"} <= set(out[0])
+    assert any(n["requested"] for n in out)
+
+
+def test_explain_sends_the_gpu_pod_to_gpu_nodes_only(server: str) -> None:
+    addr = server.split("|")[0]
+    out = json.loads(cli("explain", "-f", "examples/pods/gpu.yaml", "--server", addr, "-o", "json").stdout)
+    feasible = [n["node"] for n in out["nodes"] if n["feasible"]]
+    assert feasible and len(feasible) <= 3
+    assert all(isinstance(n["score"], int) for n in out["nodes"])
+    reasons = {r for n in out["nodes"] if not n["feasible"] for r in n["reasons"]}
+    assert "Insufficient nvidia.com/gpu" in reasons or any("taint" in r for r in reasons)
+
+
+def test_submit_wait_places_the_batch_gang_and_reports_the_gated_pod(server: str) -> None:
+    addr = server.split("|")[0]
+    res = cli("submit", "-f", "examples/pods/batch.yaml", "--wait", "--timeout", "20", "--server", addr, "-o", "json")
+    out = {r["pod"]: r for r in json.loads(res.stdout)}
+    assert {out[f"batch/train-{i}"]["status"] for i in range(4)} == {"Scheduled"}
+    assert out["batch/report"]["status"] == "Gated"
+
+
+def test_metrics_use_kube_scheduler_names(server: str) -> None:
+    http = server.split("|")[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    for name in ("scheduler_schedule_attempts_total", "scheduler_pending_pods", "scheduler_cache_size"):
+        assert name in text
+
+
+def test_client_errors_are_clear() -> None:
+    res = cli("nodes", "--server", f"127.0.0.1:{free_port()}", check=False)
+    assert res.returncode == 1 and "cannot reach Berth" in res.stderr
+    res = cli("explain", "-f", "does-not-exist.yaml", check=False)
+    assert res.returncode == 1 and "No such file" in res.stderr
+
+
+def test_serve_refuses_an_invalid_config(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: berth.dev/v1\nkind: BerthConfiguration\nprofiles: [{schedulerName: berth, randomizeTopN: -1}]\n"
+    )
+    res = cli("serve", "--config", str(bad), check=False)
+    assert res.returncode == 1
+    assert "invalid configuration" in res.stderr and "profiles[0].randomizeTopN" in res.stderr
+    env = dict(os.environ)
+    assert env  # keep the environment untouched

@@ -1,0 +1,118 @@
+"""BerthConfiguration: defaults, profiles, and errors that name the field path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service import config
+from service.framework import registry
+
+
+def test_defaults_make_one_berth_profile_with_kube_schedulers_plugins_and_weights() -> None:
+    cfg = config.parse({})
+    assert [p.scheduler_name for p in cfg.profiles] == ["berth"]
+    resolved = registry.resolve_profile(cfg.profiles[0])
+    assert resolved.queue_sort == ["PrioritySort"]
+    assert resolved.points["filter"][:4] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]
+    assert resolved.weights["TaintToleration"] == 3
+    assert resolved.weights["NodeAffinity"] == 2
+    assert resolved.weights["NodeResourcesFit"] == 1
+    assert resolved.points["bind"] == ["DefaultBinder"]
+    assert "SchedulingGates" in resolved.points["preEnqueue"]
+
+
+def test_example_configuration_is_valid() -> None:
+    cfg = config.load(Path(__file__).parents[2] / "examples" / "berth.yaml")
+    assert cfg.http.port == 8888
+
+
+def test_score_weight_and_disabled_plugins_apply_per_extension_point() -> None:
+    cfg = config.parse(
+        {
+            "profiles": [
+                {
+                    "schedulerName": "batch",
+                    "plugins": {
+                        "score": {
+                            "enabled": [{"name": "NodeResourcesFit", "weight": 5}],
+                            "disabled": [{"name": "ImageLocality"}],
+                        },
+                        "multiPoint": {"disabled": [{"name": "NodePorts"}]},
+                    },
+                }
+            ],
+            "extender": {"profile": "batch"},
+        }
+    )
+    resolved = registry.resolve_profile(cfg.profiles[0])
+    assert resolved.weights["NodeResourcesFit"] == 5
+    assert resolved.points["score"][0] == "NodeResourcesFit"
+    assert "ImageLocality" not in resolved.points["score"]
+    assert "NodePorts" not in resolved.points["filter"]
+    assert "NodePorts" not in resolved.points["preFilter"]
+
+
+def test_disabling_star_drops_every_default_at_that_point() -> None:
+    cfg = config.parse({"profiles": [{"plugins": {"score": {"disabled": [{"name": "*"}]}}}]})
+    assert registry.resolve_profile(cfg.profiles[0]).points["score"] == []
+
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    ("unknown top-level field", {"percentageOfNodesToScor": 5}, "percentageOfNodesToScor: unknown field"),
+    ("wrong type", {"percentageOfNodesToScore": "lots"}, "percentageOfNodesToScore: Expected `int`"),
+    ("out of range", {"percentageOfNodesToScore": 101}, "percentageOfNodesToScore: must be between"),
+    ("wrong apiVersion", {"apiVersion": "v9"}, "apiVersion: must be 'berth.dev/v1'"),
+    ("unknown nested field", {"http": {"prot": 1}}, "http.prot: unknown field"),
+    ("bad port", {"grpc": {"port": 70000}}, "grpc.port: 70000 is not a valid port"),
+    ("duplicate profile", {"profiles": [{}, {}]}, "profiles[1].schedulerName: duplicate profile 'berth'"),
+    (
+        "unknown plugin",
+        {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}]},
+        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'Nope'",
+    ),
+    (
+        "plugin at a point it does not extend",
+        {"profiles": [{"plugins": {"score": {"enabled": [{"name": "NodeName"}]}}}]},
+        "profiles[0].plugins.score.enabled[0].name: plugin 'NodeName' does not extend score",
+    ),
+    (
+        "weight out of range",
+        {"profiles": [{"plugins": {"score": {"enabled": [{"name": "ImageLocality", "weight": 0}]}}}]},
+        "profiles[0].plugins.score.enabled[0].weight: must be between 1 and 100",
+    ),
+    (
+        "bad plugin args",
+        {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 200}}]}]},
+        "profiles[0].pluginConfig[0].args: minCandidateNodesPercentage",
+    ),
+    (
+        "unknown plugin arg",
+        {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption", "args": {"bogus": 1}}]}]},
+        "profiles[0].pluginConfig[0].args.bogus: unknown field",
+    ),
+    ("extender profile missing", {"extender": {"profile": "ghost"}}, "extender.profile: no profile named 'ghost'"),
+    ("no profiles", {"profiles": []}, "profiles: at least one profile is required"),
+    ("bad scheduler name", {"profiles": [{"schedulerName": "Bad Name"}]}, "profiles[0].schedulerName"),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "message"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_configuration_names_the_field(case: str, doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.parse(doc)
+    assert message in str(err.value)
+
+
+def test_load_reports_the_file_and_yaml_errors(tmp_path: Path) -> None:
+    p = tmp_path / "berth.yaml"
+    p.write_text("profiles: [\n")
+    with pytest.raises(config.ConfigError, match=r"berth\.yaml: not valid YAML"):
+        config.load(p)
+    with pytest.raises(config.ConfigError, match="No such file"):
+        config.load(tmp_path / "missing.yaml")
+    p.write_text("a: 1\n---\nb: 2\n")
+    with pytest.raises(config.ConfigError, match="expected one BerthConfiguration document"):
+        config.load(p)

@@ -1,0 +1,173 @@
+"""The loop places, gates, retries and preempts with kube-scheduler's semantics."""
+
+from __future__ import annotations
+
+import msgspec
+
+from service import model
+from tests.loop.conftest import Berth, make_config, running
+from tests.support import make_node, make_pod
+
+
+def berth_pod(name: str, **kw: object) -> model.Pod:
+    return make_pod(name, scheduler_name="berth", **kw)  # type: ignore[arg-type]
+
+
+async def test_pods_are_bound_without_overcommitting_any_node(berth: Berth) -> None:
+    berth.nodes(*(make_node(f"n{i}", cpu="2", memory="8Gi", pods=110) for i in range(3)))
+    berth.pods(*(berth_pod(f"p{i}", requests={"cpu": "1"}) for i in range(7)))
+    await berth.settle()
+    bound = berth.bound()
+    assert len(bound) == 6
+    assert sorted(bound.values()).count("n0") == 2
+    (left,) = [k for k in berth.cluster.pods if k not in bound]
+    assert berth.phase(left) == "Unschedulable"
+    d = berth.scheduler.latest[left]
+    assert d.message == "0/3 nodes are available: 3 Insufficient cpu."
+    assert (left, "FailedScheduling", d.message) in berth.cluster.events
+
+
+async def test_other_schedulers_pods_are_left_alone_but_count_on_their_node(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="2", pods=110))
+    berth.pods(
+        make_pod("theirs", requests={"cpu": "1500m"}, node_name="n0", scheduler_name="default-scheduler"),
+        make_pod("pending-theirs", requests={"cpu": "1"}, scheduler_name="default-scheduler"),
+        berth_pod("mine", requests={"cpu": "1"}),
+    )
+    await berth.settle()
+    assert berth.node_of("default/pending-theirs") == ""
+    assert berth.phase("default/pending-theirs") == ""  # never queued by Berth
+    assert berth.node_of("default/mine") == ""  # 1.5 + 1 > 2
+    assert "Insufficient cpu" in berth.scheduler.latest["default/mine"].message
+
+
+async def test_legacy_scheduler_annotation_selects_the_profile(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="2", pods=110))
+    pod = make_pod("legacy")
+    pod.metadata.annotations = {"scheduler.alpha.kubernetes.io/name": "berth"}
+    berth.pods(pod)
+    await berth.settle()
+    assert berth.node_of("default/legacy") == "n0"
+
+
+async def test_an_unschedulable_pod_is_retried_when_a_node_arrives(berth: Berth) -> None:
+    berth.nodes(make_node("small", cpu="1", pods=110))
+    berth.pods(berth_pod("big", requests={"cpu": "4"}))
+    await berth.settle()
+    assert berth.phase("default/big") == "Unschedulable"
+    berth.nodes(make_node("large", cpu="8", pods=110))
+    await berth.settle()
+    assert berth.node_of("default/big") == "large"
+
+
+async def test_gated_pod_waits_and_is_scheduled_once_its_gates_are_removed(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="2", pods=110))
+    gated = berth_pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]})
+    berth.pods(gated)
+    await berth.settle()
+    assert berth.phase("default/gated") == "Gated"
+    assert berth.core.metrics.pending_pods.labels("gated")._value.get() == 1
+    assert berth.scheduler.latest["default/gated"].kind == berth.scheduler.latest["default/gated"].GATED
+    berth.pods(msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[])))
+    await berth.settle()
+    assert berth.node_of("default/gated") == "n0"
+    assert berth.core.metrics.pending_pods.labels("gated")._value.get() == 0
+
+
+async def test_higher_priority_pod_preempts_the_lowest_priority_victims(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="2", pods=110))
+    berth.pods(
+        make_pod("low-a", requests={"cpu": "1"}, node_name="n0", priority=1),
+        make_pod("low-b", requests={"cpu": "1"}, node_name="n0", priority=5),
+    )
+    berth.pods(berth_pod("vip", requests={"cpu": "1"}, priority=100))
+    await berth.settle()
+    await berth.settle()
+    assert berth.node_of("default/vip") == "n0"
+    assert [k for k, _ in berth.cluster.evictions] == ["default/low-a"]  # lowest priority, and one is enough
+    assert "default/low-b" in berth.cluster.pods
+
+
+async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="1", pods=110))
+    berth.pods(make_pod("low", requests={"cpu": "1"}, node_name="n0", priority=1))
+    berth.pods(berth_pod("polite", requests={"cpu": "1"}, priority=100, spec={"preemptionPolicy": "Never"}))
+    await berth.settle()
+    assert berth.cluster.evictions == []
+    assert "preemptionPolicy=Never" in berth.scheduler.latest["default/polite"].message
+
+
+async def test_gang_waits_for_min_member_then_binds_all_together() -> None:
+    async with running() as berth:
+        berth.nodes(*(make_node(f"n{i}", cpu="4", pods=110) for i in range(2)))
+        berth.core.on_pod_group(
+            model.PodGroup(
+                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
+            )
+        )
+        member = {"scheduling.x-k8s.io/pod-group": "g"}
+        berth.pods(
+            berth_pod("m0", labels=member, requests={"cpu": "1"}), berth_pod("m1", labels=member, requests={"cpu": "1"})
+        )
+        await berth.settle()
+        assert berth.bound() == {}
+        assert berth.phase("default/m0") == "Gated"
+        berth.pods(berth_pod("m2", labels=member, requests={"cpu": "1"}))
+        await berth.settle()
+        assert sorted(berth.bound()) == ["default/m0", "default/m1", "default/m2"]
+
+
+async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
+    async with running(make_config(gangScheduleTimeoutSeconds=0.2)) as berth:
+        berth.nodes(make_node("n0", cpu="4", pods=110))
+        berth.core.on_pod_group(
+            model.PodGroup(
+                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
+            )
+        )
+        member = {"scheduling.x-k8s.io/pod-group": "g"}
+        berth.pods(*(berth_pod(f"m{i}", labels=member, requests={"cpu": "2"}) for i in range(3)))
+        await berth.settle(timeout=3)
+        assert berth.bound() == {}
+        assert berth.core.cache.assumed_count == 0
+        assert berth.cluster.bindings == []
+
+
+async def test_binding_failure_forgets_the_pod_and_requeues_it(berth: Berth) -> None:
+    berth.nodes(make_node("n0", cpu="2", pods=110))
+    real_bind = berth.cluster.bind
+    calls = 0
+
+    async def flaky(pod: model.Pod, node: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            from service.sources import BindError
+
+            raise BindError("apiserver hiccup")
+        await real_bind(pod, node)
+
+    berth.cluster.bind = flaky  # type: ignore[method-assign]
+    berth.pods(berth_pod("p", requests={"cpu": "1"}))
+    await berth.settle()
+    assert berth.node_of("default/p") == "n0"
+    assert calls == 2
+    assert berth.core.cache.assumed_count == 0
+
+
+async def test_randomize_top_n_spreads_choices_among_the_best_nodes() -> None:
+    cfg = make_config(profiles=[{"schedulerName": "berth", "randomizeTopN": 3}])
+    async with running(cfg) as berth:
+        berth.nodes(*(make_node(f"n{i}", cpu="100", memory="100Gi", pods=500) for i in range(3)))
+        berth.pods(*(berth_pod(f"p{i}", requests={"cpu": "10m"}) for i in range(30)))
+        await berth.settle()
+        assert len(set(berth.bound().values())) == 3
+
+
+async def test_deleting_a_pending_pod_removes_it_from_the_queue(berth: Berth) -> None:
+    berth.pods(berth_pod("ghost", requests={"cpu": "1"}))
+    await berth.settle()
+    uid = berth.cluster.pods["default/ghost"].metadata.uid
+    assert uid in berth.scheduler.queue
+    berth.cluster.delete_pods(["default/ghost"])
+    assert uid not in berth.scheduler.queue
