@@ -52,6 +52,16 @@ PHASE_GATED = "Gated"
 PHASE_IN_FLIGHT = "InFlight"
 
 
+_COUNT_KEYS = {
+    PHASE_ACTIVE: "active",
+    PHASE_BACKOFF: "backoff",
+    PHASE_UNSCHEDULABLE: "unschedulable",
+    PHASE_GATED: "gated",
+    PHASE_IN_FLIGHT: "in_flight",
+}
+_PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
+
+
 class Nominator:
     """Pods nominated to nodes by preemption (``nominator`` in scheduling_queue.go)."""
 
@@ -87,7 +97,7 @@ class Nominator:
 @dataclasses.dataclass(slots=True)
 class _Entry:
     qpi: fw.QueuedPodInfo
-    phase: str
+    phase: str | None  # None only while being created
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
 
@@ -117,6 +127,10 @@ class SchedulingQueue:
         self._clock = clock
         self._on_change = on_change
         self._entries: dict[str, _Entry] = {}
+        # Unschedulable and gated pods: the only ones an event can move, kept
+        # apart so an event costs O(parked), not O(queue).
+        self._parked: dict[str, _Entry] = {}
+        self._counts: dict[str, int] = dict.fromkeys(_COUNT_KEYS.values(), 0)
         self._active: list[tuple[Any, int, str]] = []
         self._seq = itertools.count()
         self._backoff: list[tuple[float, int, str]] = []
@@ -133,24 +147,14 @@ class SchedulingQueue:
 
     def phase(self, uid: str) -> str:
         e = self._entries.get(uid)
-        return "" if e is None else e.phase
+        return "" if e is None or e.phase is None else e.phase
 
     def get(self, uid: str) -> fw.QueuedPodInfo | None:
         e = self._entries.get(uid)
         return None if e is None else e.qpi
 
     def counts(self) -> dict[str, int]:
-        c = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
-        for e in self._entries.values():
-            key = {
-                PHASE_ACTIVE: "active",
-                PHASE_BACKOFF: "backoff",
-                PHASE_UNSCHEDULABLE: "unschedulable",
-                PHASE_GATED: "gated",
-                PHASE_IN_FLIGHT: "in_flight",
-            }[e.phase]
-            c[key] += 1
-        return c
+        return dict(self._counts)
 
     def pending(self) -> Iterator[fw.QueuedPodInfo]:
         for e in self._entries.values():
@@ -162,13 +166,32 @@ class SchedulingQueue:
 
     # ------------------------------------------------------------ moves
 
+    def _set_phase(self, e: _Entry, phase: str) -> None:
+        """Every phase change goes through here, so counts and parking stay exact."""
+        uid = e.qpi.info.uid
+        if e.phase is not None and uid in self._entries:
+            self._counts[_COUNT_KEYS[e.phase]] -= 1
+        e.phase = phase
+        self._counts[_COUNT_KEYS[phase]] += 1
+        if phase in _PARKED:
+            self._parked[uid] = e
+        else:
+            self._parked.pop(uid, None)
+
+    def _forget(self, uid: str) -> _Entry | None:
+        e = self._entries.pop(uid, None)
+        if e is not None and e.phase is not None:
+            self._counts[_COUNT_KEYS[e.phase]] -= 1
+            self._parked.pop(uid, None)
+        return e
+
     def _to_active(self, e: _Entry) -> None:
-        e.phase = PHASE_ACTIVE
+        self._set_phase(e, PHASE_ACTIVE)
         heapq.heappush(self._active, (self._sort_key(e.qpi), next(self._seq), e.qpi.info.uid))
         self._wakeup.set()
 
     def _to_backoff(self, e: _Entry) -> None:
-        e.phase = PHASE_BACKOFF
+        self._set_phase(e, PHASE_BACKOFF)
         heapq.heappush(self._backoff, (e.backoff_until, next(self._seq), e.qpi.info.uid))
 
     def _backoff_duration(self, attempts: int) -> float:
@@ -180,7 +203,7 @@ class SchedulingQueue:
         """Run PreEnqueue; park the pod as gated, or move it on."""
         st = self._pre_enqueue(e.qpi.info, e.qpi.profile)
         if not st.ok:
-            e.phase = PHASE_GATED
+            self._set_phase(e, PHASE_GATED)
             e.qpi.gated_by = st.plugin
             e.qpi.pending_plugins = {st.plugin} if st.plugin else set()
             e.unschedulable_since = self._clock()
@@ -200,7 +223,7 @@ class SchedulingQueue:
             self.update(pod)
             return
         qpi = fw.QueuedPodInfo(info=pod, timestamp=self._clock(), profile=profile)
-        e = self._entries[uid] = _Entry(qpi, PHASE_GATED)
+        e = self._entries[uid] = _Entry(qpi, None)
         self._gate_or_activate(e)
         self._changed()
 
@@ -219,7 +242,7 @@ class SchedulingQueue:
         self._changed()
 
     def delete(self, uid: str) -> None:
-        if self._entries.pop(uid, None) is not None:
+        if self._forget(uid) is not None:
             self._changed()
         self.nominator.delete(uid)
 
@@ -243,7 +266,7 @@ class SchedulingQueue:
             # An error, or a cluster event arrived while this pod was in flight.
             self._to_backoff(e)
         else:
-            e.phase = PHASE_UNSCHEDULABLE
+            self._set_phase(e, PHASE_UNSCHEDULABLE)
             e.unschedulable_since = now
         self._changed()
 
@@ -253,14 +276,15 @@ class SchedulingQueue:
         uid = qpi.info.uid
         if uid in self._entries:
             return
-        self._entries[uid] = _Entry(qpi, PHASE_IN_FLIGHT)
+        e = self._entries[uid] = _Entry(qpi, None)
+        self._set_phase(e, PHASE_IN_FLIGHT)
         self.add_unschedulable(qpi, cycle, error=error)
 
     def done(self, uid: str) -> None:
         """A pod's attempt succeeded: it leaves the queue (assumed)."""
         e = self._entries.get(uid)
         if e is not None and e.phase == PHASE_IN_FLIGHT:
-            del self._entries[uid]
+            self._forget(uid)
             self._changed()
 
     def requeue_in_flight(self, uid: str) -> None:
@@ -286,9 +310,7 @@ class SchedulingQueue:
         self._move_request_cycle = self.scheduling_cycle
         moved = 0
         now = self._clock()
-        for e in list(self._entries.values()):
-            if e.phase not in (PHASE_UNSCHEDULABLE, PHASE_GATED):
-                continue
+        for e in list(self._parked.values()):
             if not self._interested(e.qpi, event) or (pred is not None and not pred(e.qpi)):
                 continue
             if e.phase == PHASE_GATED:
@@ -314,7 +336,7 @@ class SchedulingQueue:
             if e is not None and e.phase == PHASE_BACKOFF and e.backoff_until <= now:
                 self._to_active(e)
                 moved = True
-        for e in self._entries.values():
+        for e in list(self._parked.values()):
             if e.phase == PHASE_UNSCHEDULABLE and now - e.unschedulable_since >= self.max_in_unschedulable:
                 if now < e.backoff_until:
                     self._to_backoff(e)
@@ -335,7 +357,7 @@ class SchedulingQueue:
             e = self._entries.get(uid)
             if e is None or e.phase != PHASE_ACTIVE:
                 continue  # stale heap entry
-            e.phase = PHASE_IN_FLIGHT
+            self._set_phase(e, PHASE_IN_FLIGHT)
             e.qpi.attempts += 1
             if e.qpi.initial_attempt_timestamp is None:
                 e.qpi.initial_attempt_timestamp = self._clock()

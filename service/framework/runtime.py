@@ -176,15 +176,22 @@ class Framework:
     def run_post_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
-        last = fw.PostFilterResult(fw.Status.unschedulable())
+        """RunPostFilterPlugins: the first success wins; unresolvable or an error
+        stops; otherwise every plugin's reasons are kept, attributed to the first."""
+        nominated = ""
+        reasons: list[str] = []
+        rejector = ""
         for p in self.post_filter:
             res = p.post_filter(state, pod, nodes, failures)
-            if res.status.ok:
+            st = res.status
+            if st.ok:
                 return res
-            if res.status.code not in (fw.Code.UNSCHEDULABLE, fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
-                return fw.PostFilterResult(res.status.with_plugin(p.NAME), res.nominated_node)
-            last = fw.PostFilterResult(res.status.with_plugin(p.NAME), res.nominated_node)
-        return last
+            if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE or not st.is_rejection:
+                return fw.PostFilterResult(st.with_plugin(p.NAME), res.nominated_node)
+            nominated = res.nominated_node or nominated
+            reasons.extend(st.reasons)
+            rejector = rejector or p.NAME
+        return fw.PostFilterResult(fw.Status(fw.Code.UNSCHEDULABLE, tuple(reasons), rejector), nominated)
 
     # ------------------------------------------------------------ scoring
 

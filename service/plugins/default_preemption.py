@@ -95,12 +95,13 @@ class DefaultPreemption:
             metrics.preemption_attempts.inc()
         ok, why = self.eligible(pod, nodes)
         if not ok:
-            return fw.PostFilterResult(fw.Status.unschedulable(why, plugin=self.NAME))
+            return fw.PostFilterResult(fw.Status.unschedulable(f"preemption: {why}", plugin=self.NAME))
         rows = [r for r, st in failures.items() if st.code == fw.Code.UNSCHEDULABLE]
         if not rows:
             return fw.PostFilterResult(
                 fw.Status.unschedulable(
-                    f"0/{len(failures)} nodes are available: {len(failures)} Preemption is not helpful for scheduling",
+                    f"preemption: 0/{len(failures)} nodes are available: "
+                    f"{len(failures)} Preemption is not helpful for scheduling.",
                     plugin=self.NAME,
                 )
             )
@@ -125,7 +126,7 @@ class DefaultPreemption:
         if not candidates:
             return fw.PostFilterResult(
                 fw.Status.unschedulable(
-                    f"0/{len(nodes.alive_rows())} nodes are available: "
+                    f"preemption: 0/{len(nodes.alive_rows())} nodes are available: "
                     f"{len(failures)} No preemption victims found for incoming pod.",
                     plugin=self.NAME,
                 )

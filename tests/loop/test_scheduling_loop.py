@@ -23,7 +23,10 @@ async def test_pods_are_bound_without_overcommitting_any_node(berth: Berth) -> N
     (left,) = [k for k in berth.cluster.pods if k not in bound]
     assert berth.phase(left) == "Unschedulable"
     d = berth.scheduler.latest[left]
-    assert d.message == "0/3 nodes are available: 3 Insufficient cpu."
+    assert d.message == (
+        "0/3 nodes are available: 3 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+    )
     assert (left, "FailedScheduling", d.message) in berth.cluster.events
 
 
@@ -94,7 +97,10 @@ async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
     berth.pods(berth_pod("polite", requests={"cpu": "1"}, priority=100, spec={"preemptionPolicy": "Never"}))
     await berth.settle()
     assert berth.cluster.evictions == []
-    assert "preemptionPolicy=Never" in berth.scheduler.latest["default/polite"].message
+    # kube-scheduler's FitError plus the PostFilter message (its doubled period included).
+    assert berth.scheduler.latest["default/polite"].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.."
+    )
 
 
 async def test_gang_waits_for_min_member_then_binds_all_together() -> None:

@@ -1,0 +1,183 @@
+"""Cluster and workload generators shared by the benchmarks (and usable by the
+end-to-end test bed, so Berth and kube-scheduler get the same inputs).
+
+Shapes follow kube-scheduler's scheduler_perf: nodes with 4 CPU / 32 GiB /
+110 pods spread over zones, pods with small requests (``SchedulingBasic``),
+pods spreading over zones (``TopologySpreading``), pods with required
+anti-affinity on the hostname (``SchedulingPodAntiAffinity``), and a
+preemption mix (low-priority fillers, high-priority arrivals).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def node(i: int, *, cpu: str = "4", memory: str = "32Gi", pods: int = 110, realistic: bool = False) -> dict[str, Any]:
+    name = f"node-{i:05d}"
+    zone = ZONES[i % len(ZONES)]
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": "m5.xlarge",
+        "topology.kubernetes.io/region": "region-1",
+        "topology.kubernetes.io/zone": zone,
+    }
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "95Gi"},
+        },
+    }
+    if realistic:
+        obj["metadata"].update(
+            {
+                "uid": f"00000000-0000-4000-8000-{i:012d}",
+                "resourceVersion": str(100000 + i),
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                    "csi.volume.kubernetes.io/nodeid": '{"ebs.csi.aws.com":"i-0123456789abcdef0"}',
+                },
+                "managedFields": [
+                    {
+                        "manager": "kubelet",
+                        "operation": "Update",
+                        "apiVersion": "v1",
+                        "time": "2026-01-01T00:00:00Z",
+                        "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:status": {"f:conditions": {}, "f:images": {}, "f:nodeInfo": {}}},
+                    }
+                ],
+            }
+        )
+        obj["spec"] = {"podCIDR": f"10.{i // 256 % 256}.{i % 256}.0/24", "providerID": f"aws:///{zone}/i-{i:017x}"}
+        obj["status"].update(
+            {
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": "False" if t != "Ready" else "True",
+                        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        "reason": f"Kubelet{t}",
+                        "message": f"kubelet reports {t}",
+                    }
+                    for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": f"10.0.{i // 256 % 256}.{i % 256}"},
+                    {"type": "Hostname", "address": name},
+                ],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {
+                    "machineID": f"{i:032x}",
+                    "systemUUID": f"ec2{i:029x}",
+                    "bootID": f"{i:08x}-0000-0000-0000-000000000000",
+                    "kernelVersion": "6.1.0-18-cloud-amd64",
+                    "osImage": "Debian GNU/Linux 12 (bookworm)",
+                    "containerRuntimeVersion": "containerd://1.7.13",
+                    "kubeletVersion": "v1.34.1",
+                    "kubeProxyVersion": "",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                },
+                "images": [
+                    {
+                        "names": [
+                            f"registry.example.com/team-{k}/service-{k}@sha256:{(i * 31 + k):064x}",
+                            f"registry.example.com/team-{k}/service-{k}:v1.{k}.0",
+                        ],
+                        "sizeBytes": 50_000_000 + k * 1_000_000,
+                    }
+                    for k in range(18)
+                ],
+            }
+        )
+    return obj
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str = "bench",
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    labels: dict[str, str] | None = None,
+    priority: int | None = None,
+    scheduler_name: str = "berth",
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if priority is not None:
+        body["priority"] = priority
+    body.update(spec or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": body,
+    }
+
+
+def basic(n: int) -> list[dict[str, Any]]:
+    return [pod(f"basic-{i}") for i in range(n)]
+
+
+def spread(n: int) -> list[dict[str, Any]]:
+    lbl = {"app": "spread"}
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": lbl},
+    }
+    return [pod(f"spread-{i}", labels=lbl, spec={"topologySpreadConstraints": [constraint]}) for i in range(n)]
+
+
+def anti_affinity(n: int) -> list[dict[str, Any]]:
+    lbl = {"app": "anti"}
+    aff = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": lbl}}
+            ]
+        }
+    }
+    return [pod(f"anti-{i}", labels=lbl, spec={"affinity": aff}) for i in range(n)]
+
+
+def preemption_mix(num_nodes: int, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Bound low-priority fillers that use each node fully, and high-priority arrivals."""
+    fillers = []
+    for i in range(num_nodes):
+        for k in range(2):
+            p = pod(f"filler-{i}-{k}", cpu="2", memory="1Gi", priority=1, scheduler_name="default-scheduler")
+            p["spec"]["nodeName"] = f"node-{i:05d}"
+            fillers.append(p)
+    arrivals = [pod(f"urgent-{i}", cpu="1", memory="1Gi", priority=1000) for i in range(n)]
+    return fillers, arrivals
+
+
+WORKLOADS = {
+    "basic": basic,
+    "spread": spread,
+    "anti-affinity": anti_affinity,
+}
