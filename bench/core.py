@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import resource
@@ -73,16 +74,12 @@ async def _throughput_once(num_nodes: int, pods: list[model.Pod], pre: list[mode
     gc.collect()
     start = time.perf_counter()
     cluster.upsert_pods(pods)
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout=600)
-    except TimeoutError:
-        pass
     elapsed = time.perf_counter() - start
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     return elapsed, bound
 
 
