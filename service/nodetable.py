@@ -56,8 +56,11 @@ class PodInfo:
     @classmethod
     def of(cls, pod: model.Pod) -> PodInfo:
         md = pod.metadata
+        # schedutil.GetHostPorts: containers and sidecars (restartable init
+        # containers); other init containers have exited before the pod runs.
         ports: list[tuple[str, str, int]] = []
-        for c in (*pod.spec.init_containers, *pod.spec.containers):
+        sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+        for c in (*sidecars, *pod.spec.containers):
             for p in c.ports:
                 if p.host_port > 0:
                     ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
@@ -300,6 +303,8 @@ class NodeTable:
     def add_pod_usage(self, i: int, pi: PodInfo, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) a pod's requests on row ``i``."""
         for name, amount in pi.requests.items():
+            if name == resources.PODS:
+                continue  # a pod counts as one pod, whatever it claims to request
             c = self.columns.index.get(name)
             if c is None:
                 c = self.columns.column(name)
@@ -379,21 +384,25 @@ class NodeTable:
     _order_version: int = -1
 
     def images(self) -> dict[str, tuple[IntArray, IntArray]]:
-        """Normalised image name -> (rows that have it, its size on each)."""
+        """Image name, exactly as nodes report it -> (rows that have it, its size on each).
+
+        kube-scheduler keys ``NodeInfo.ImageStates`` by the node's names
+        unchanged; only the pod's image is normalised before the lookup. A
+        node listing one image under two names counts it once per name.
+        """
         if self._images is not None and self._images_version == self.shape_version:
             return self._images
         acc: dict[str, tuple[list[int], list[int]]] = {}
         for i, info in enumerate(self.infos):
             if info is None or info.node is None:
                 continue
+            seen: set[str] = set()
             for img in info.node.status.images:
-                seen: set[str] = set()
                 for name in img.names:
-                    norm = normalize_image(name)
-                    if norm in seen:
+                    if name in seen:
                         continue
-                    seen.add(norm)
-                    rows, sizes = acc.setdefault(norm, ([], []))
+                    seen.add(name)
+                    rows, sizes = acc.setdefault(name, ([], []))
                     rows.append(i)
                     sizes.append(img.size_bytes)
         self._images = {k: (np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.int64)) for k, (r, s) in acc.items()}

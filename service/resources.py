@@ -123,11 +123,10 @@ def format_quantity(name: str, value: int) -> str:
 
 
 def is_extended(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a domain-qualified name outside kubernetes.io."""
-    if "/" not in name or name.startswith("requests."):
-        return False
-    domain = name.split("/", 1)[0]
-    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+    """v1helper.IsExtendedResourceName: not native (no "/", or containing
+    "kubernetes.io/" anywhere, as IsPrefixedNativeResource checks) and not a
+    quota "requests." name."""
+    return not ("/" not in name or "kubernetes.io/" in name or name.startswith("requests."))
 
 
 def is_scalar(name: str) -> bool:
@@ -161,9 +160,11 @@ def _container_requests(c: model.Container, non_zero: bool) -> dict[str, int]:
         for name, v in res.requests.items():
             reqs[name] = canonical(name, v)
     if non_zero:
-        if reqs.get(CPU, 0) == 0:
+        # NonMissingContainerRequests: only a request that is missing is
+        # defaulted; an explicit zero stays zero.
+        if CPU not in reqs:
             reqs[CPU] = DEFAULT_MILLI_CPU_REQUEST
-        if reqs.get(MEMORY, 0) == 0:
+        if MEMORY not in reqs:
             reqs[MEMORY] = DEFAULT_MEMORY_REQUEST
     return reqs
 
@@ -202,8 +203,9 @@ def pod_requests(pod: model.Pod, *, non_zero: bool = False) -> dict[str, int]:
     spec = pod.spec
     reqs = _sum_requests(spec.containers, spec.init_containers, non_zero)
     if spec.resources is not None and spec.resources.requests:
+        # IsSupportedPodLevelResource (v1.34): cpu, memory and hugepages-*.
         for name, v in spec.resources.requests.items():
-            if name in (CPU, MEMORY):
+            if name in (CPU, MEMORY) or name.startswith("hugepages-"):
                 reqs[name] = canonical(name, v)
     if spec.overhead:
         _add(reqs, canonical_list(spec.overhead))
