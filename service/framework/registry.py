@@ -241,11 +241,7 @@ def resolve_profile(profile: Profile) -> ResolvedProfile:
             for name in multi:
                 if name in order or name in disabled:
                     continue
-                try:
-                    cls = plugin_class(name)
-                except RegistryError:
-                    # A default plugin whose module is not shipped in this build.
-                    continue
+                cls = _require(name, "plugins.multiPoint")
                 if _implements(cls, point):
                     order.append(name)
         points[point] = order
