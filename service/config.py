@@ -112,7 +112,7 @@ class TLSConfig(_Cfg):
     cert_file: str
     key_file: str
     #: When set, clients must present a certificate signed by this CA (mTLS).
-    client_ca_file: str | None = None
+    client_ca_file: str | None = msgspec.field(default=None, name="clientCAFile")
 
 
 class HttpConfig(_Cfg):
@@ -165,7 +165,7 @@ class BerthConfiguration(_Cfg):
     pod_max_in_unschedulable_pods_seconds: float = 300.0
     #: An assumed pod whose bind returned but never confirmed is released
     #: after this long (kube-scheduler's durationToExpireAssumedPod).
-    assumed_pod_ttl_seconds: float = 30.0
+    assumed_pod_ttl_seconds: float = msgspec.field(default=30.0, name="assumedPodTTLSeconds")
     #: Default time a gang member waits at Permit for the rest of its gang.
     gang_schedule_timeout_seconds: float = 60.0
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)

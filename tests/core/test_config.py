@@ -116,3 +116,27 @@ def test_load_reports_the_file_and_yaml_errors(tmp_path: Path) -> None:
     p.write_text("a: 1\n---\nb: 2\n")
     with pytest.raises(config.ConfigError, match="expected one BerthConfiguration document"):
         config.load(p)
+
+
+@pytest.mark.parametrize(
+    ("doc", "read"),
+    [
+        ({"assumedPodTTLSeconds": 12}, lambda c: c.assumed_pod_ttl_seconds == 12),
+        (
+            {"http": {"tls": {"certFile": "c", "keyFile": "k", "clientCAFile": "ca"}}},
+            lambda c: c.http.tls.client_ca_file == "ca",
+        ),
+    ],
+    ids=["assumedPodTTLSeconds", "clientCAFile"],
+)
+def test_keys_spell_initialisms_as_kubernetes_does(doc: dict[str, Any], read: Any) -> None:
+    assert read(config.parse(doc))
+
+
+@pytest.mark.parametrize("key", ["assumedPodTtlSeconds", "clientCaFile"])
+def test_camel_cased_initialisms_are_unknown_fields(key: str) -> None:
+    doc: dict[str, Any] = (
+        {key: 1} if key.startswith("assumed") else {"http": {"tls": {"certFile": "c", "keyFile": "k", key: "x"}}}
+    )
+    with pytest.raises(config.ConfigError, match="unknown field"):
+        config.parse(doc)
