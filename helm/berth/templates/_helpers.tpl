@@ -1,0 +1,245 @@
+{{/* Names: the usual Helm conventions, truncated to fit a DNS label. */}}
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* <fullname>-<suffix>, still a DNS label. */}}
+{{- define "berth.suffixed" -}}
+{{- printf "%s-%s" (include "berth.fullname" .root | trunc (int (sub 62 (len .suffix))) | trimSuffix "-") .suffix }}
+{{- end }}
+
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.labels" -}}
+{{ include "berth.commonLabels" . }}
+{{ include "berth.selectorLabels" . }}
+{{- end }}
+
+{{/* Labels of every object, without the component (selectors use that). */}}
+{{- define "berth.commonLabels" -}}
+helm.sh/chart: {{ include "berth.chart" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berth
+{{- end }}
+
+{{- define "berth.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: berth
+{{- end }}
+
+{{- define "berth.kubeScheduler.labels" -}}
+{{ include "berth.commonLabels" . }}
+{{ include "berth.kubeScheduler.selectorLabels" . }}
+{{- end }}
+
+{{- define "berth.kubeScheduler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kube-scheduler
+{{- end }}
+
+{{- define "berth.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "berth.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.kubeScheduler.fullname" -}}
+{{- include "berth.suffixed" (dict "root" . "suffix" "kube-scheduler") }}
+{{- end }}
+
+{{/* repository:tag or repository@digest. */}}
+{{- define "berth.imageRef" -}}
+{{- if .image.digest }}
+{{- printf "%s@%s" .image.repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository (default .default .image.tag | toString) }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.image" -}}
+{{- include "berth.imageRef" (dict "image" .Values.image "default" .Chart.AppVersion) }}
+{{- end }}
+
+{{- define "berth.leaseName" -}}
+{{- default (include "berth.fullname" .) .Values.leaderElection.resourceName }}
+{{- end }}
+
+{{- define "berth.kubeScheduler.leaseName" -}}
+{{- default (include "berth.kubeScheduler.fullname" .) .Values.kubeScheduler.leaderElection.resourceName }}
+{{- end }}
+
+{{- define "berth.tlsSecretName" -}}
+{{- default (include "berth.suffixed" (dict "root" . "suffix" "tls")) .Values.tls.secretName }}
+{{- end }}
+
+{{- define "berth.extenderProfile" -}}
+{{- default .Values.schedulerName .Values.extender.profile }}
+{{- end }}
+
+{{/* Where the chart's kube-scheduler reaches Berth's extender. */}}
+{{- define "berth.extenderURL" -}}
+{{- printf "%s://%s.%s.svc:%d%s" (ternary "https" "http" .Values.tls.enabled) (include "berth.fullname" .) .Release.Namespace (int .Values.http.port) .Values.extender.urlPrefix }}
+{{- end }}
+
+{{- define "berth.tlsDir" -}}/etc/berth/tls{{- end }}
+
+{{/*
+The BerthConfiguration. Chart-owned fields (http, grpc, extender,
+leaderElection, runSchedulingLoop) come last so `config` cannot override them
+(the schema also rejects them there).
+*/}}
+{{- define "berth.config" -}}
+{{- $tlsDir := include "berth.tlsDir" . -}}
+{{- $profiles := .Values.profiles -}}
+{{- if not $profiles -}}
+{{- $p := dict "schedulerName" .Values.schedulerName -}}
+{{- if .Values.plugins }}{{ $_ := set $p "plugins" .Values.plugins }}{{ end -}}
+{{- if .Values.pluginConfig }}{{ $_ := set $p "pluginConfig" .Values.pluginConfig }}{{ end -}}
+{{- $profiles = list $p -}}
+{{- end -}}
+{{- $tls := dict -}}
+{{- if .Values.tls.enabled -}}
+{{- $tls = dict "certFile" (printf "%s/tls.crt" $tlsDir) "keyFile" (printf "%s/tls.key" $tlsDir) -}}
+{{- if .Values.tls.clientAuth }}{{ $_ := set $tls "clientCAFile" (printf "%s/ca.crt" $tlsDir) }}{{ end -}}
+{{- end -}}
+{{- $http := dict "host" "0.0.0.0" "port" (int .Values.http.port) "maxBodyBytes" (int64 .Values.http.maxBodyBytes) -}}
+{{- $grpc := dict "host" "0.0.0.0" "port" (int .Values.grpc.port) "maxMessageBytes" (int64 .Values.grpc.maxMessageBytes) -}}
+{{- if .Values.tls.enabled }}{{ $_ := set $http "tls" $tls }}{{ $_ := set $grpc "tls" $tls }}{{ end -}}
+{{- $isScheduler := eq .Values.role "scheduler" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- $_ := set $cfg "apiVersion" "berth.dev/v1" -}}
+{{- $_ := set $cfg "kind" "BerthConfiguration" -}}
+{{- $_ := set $cfg "profiles" $profiles -}}
+{{- $_ := set $cfg "runSchedulingLoop" $isScheduler -}}
+{{- $_ := set $cfg "http" $http -}}
+{{- $_ := set $cfg "grpc" $grpc -}}
+{{- $_ := set $cfg "extender" (dict
+      "urlPrefix" .Values.extender.urlPrefix
+      "profile" (include "berth.extenderProfile" .)
+      "managedResources" .Values.extender.managedResources
+      "passThroughUnmanaged" .Values.extender.passThroughUnmanaged) -}}
+{{- $_ := set $cfg "leaderElection" (dict
+      "leaderElect" $isScheduler
+      "leaseDurationSeconds" .Values.leaderElection.leaseDurationSeconds
+      "renewDeadlineSeconds" .Values.leaderElection.renewDeadlineSeconds
+      "retryPeriodSeconds" .Values.leaderElection.retryPeriodSeconds
+      "resourceName" (include "berth.leaseName" .)
+      "resourceNamespace" .Release.Namespace) -}}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The extender role's KubeSchedulerConfiguration. */}}
+{{- define "berth.kubeSchedulerConfig" -}}
+{{- $ks := .Values.kubeScheduler -}}
+{{- $profile := dict "schedulerName" $ks.profileName -}}
+{{- if $ks.plugins }}{{ $_ := set $profile "plugins" $ks.plugins }}{{ end -}}
+{{- if $ks.pluginConfig }}{{ $_ := set $profile "pluginConfig" $ks.pluginConfig }}{{ end -}}
+{{- $ext := dict
+      "urlPrefix" (include "berth.extenderURL" .)
+      "filterVerb" "filter"
+      "prioritizeVerb" "prioritize"
+      "weight" (int .Values.extender.weight)
+      "enableHTTPS" .Values.tls.enabled
+      "nodeCacheCapable" .Values.extender.nodeCacheCapable
+      "ignorable" .Values.extender.ignorable
+      "httpTimeout" .Values.extender.httpTimeout -}}
+{{- if .Values.extender.preempt }}{{ $_ := set $ext "preemptVerb" "preempt" }}{{ end -}}
+{{- if .Values.extender.bind }}{{ $_ := set $ext "bindVerb" "bind" }}{{ end -}}
+{{- if .Values.extender.managedResources -}}
+{{- $managed := list -}}
+{{- range .Values.extender.managedResources }}{{ $managed = append $managed (dict "name" . "ignoredByScheduler" true) }}{{ end -}}
+{{- $_ := set $ext "managedResources" $managed -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- $tlsCfg := dict "caFile" "/etc/kubernetes/berth-tls/ca.crt" -}}
+{{- if .Values.tls.clientAuth -}}
+{{- $_ := set $tlsCfg "certFile" "/etc/kubernetes/berth-tls/tls.crt" -}}
+{{- $_ := set $tlsCfg "keyFile" "/etc/kubernetes/berth-tls/tls.key" -}}
+{{- end -}}
+{{- $_ := set $ext "tlsConfig" $tlsCfg -}}
+{{- end -}}
+{{- $cfg := dict
+      "apiVersion" "kubescheduler.config.k8s.io/v1"
+      "kind" "KubeSchedulerConfiguration"
+      "leaderElection" (dict
+        "leaderElect" true
+        "resourceLock" "leases"
+        "resourceName" (include "berth.kubeScheduler.leaseName" .)
+        "resourceNamespace" .Release.Namespace
+        "leaseDuration" $ks.leaderElection.leaseDuration
+        "renewDeadline" $ks.leaderElection.renewDeadline
+        "retryPeriod" $ks.leaderElection.retryPeriod)
+      "profiles" (list $profile)
+      "extenders" (list $ext) -}}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* A probe on Berth's HTTP port. With mTLS the kubelet cannot present a
+client certificate, so the probe runs inside the container with the pod's own
+certificate (python is the image's interpreter). */}}
+{{- define "berth.probe" -}}
+{{- $root := .root -}}
+{{- if and $root.Values.tls.enabled $root.Values.tls.clientAuth -}}
+{{- $dir := include "berth.tlsDir" $root -}}
+exec:
+  command:
+    - python
+    - -c
+    - >-
+      import ssl, urllib.request;
+      c = ssl.create_default_context(cafile="{{ $dir }}/ca.crt");
+      c.check_hostname = False;
+      c.load_cert_chain("{{ $dir }}/tls.crt", "{{ $dir }}/tls.key");
+      urllib.request.urlopen("https://127.0.0.1:{{ int $root.Values.http.port }}{{ .path }}", context=c, timeout={{ .probe.timeoutSeconds }})
+{{- else -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+  scheme: {{ ternary "HTTPS" "HTTP" $root.Values.tls.enabled }}
+{{- end }}
+{{ toYaml .probe }}
+{{- end }}
+
+{{/* Rules across values that values.schema.json cannot say clearly. */}}
+{{- define "berth.validate" -}}
+{{- if and .Values.tls.clientAuth (not .Values.tls.enabled) }}
+{{- fail "tls.clientAuth: true needs tls.enabled: true" }}
+{{- end }}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) }}
+{{- fail "tls.certManager.enabled: true needs tls.enabled: true" }}
+{{- end }}
+{{- if eq (int .Values.http.port) (int .Values.grpc.port) }}
+{{- fail (printf "http.port and grpc.port must differ (both %d)" (int .Values.http.port)) }}
+{{- end }}
+{{- $le := .Values.leaderElection }}
+{{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) }}
+{{- fail (printf "leaderElection: need leaseDurationSeconds (%v) > renewDeadlineSeconds (%v) > retryPeriodSeconds (%v)" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) }}
+{{- end }}
+{{- if and .Values.profiles (not .Values.extender.profile) }}
+{{- $names := list }}
+{{- range .Values.profiles }}{{ $names = append $names (.schedulerName | default "berth") }}{{ end }}
+{{- if not (has .Values.schedulerName $names) }}
+{{- fail (printf "extender.profile: set it to one of the profiles %v (schedulerName %q is not among them)" $names .Values.schedulerName) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,376 @@
+"""Fixtures for the Helm chart tests: the helm binary, the pinned Kubernetes
+version, and rendering the chart with given values.
+
+helm is never installed by hand: ``tests/e2e/controlplane/build.sh`` builds it
+(with kube-apiserver, kube-scheduler and etcd) from Go modules, and
+``bed.find_binaries()`` finds the result. Without it these tests skip — except
+under ``CI=true``, where a missing helm is a failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import os
+import ssl
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "berth"
+RELEASE = "sched"
+NAMESPACE = "berth-system"
+
+CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip, or fail under CI=true, where every test must run."""
+    if CI:
+        pytest.fail(f"{reason} (CI=true: the end-to-end binaries must be built; run `make e2e-deps`)")
+    pytest.skip(reason)
+
+
+def _bed() -> Any:
+    try:
+        return importlib.import_module("tests.e2e.controlplane.bed")
+    except ImportError as e:
+        raise LookupError(f"tests/e2e/controlplane/bed.py cannot be imported ({e})") from None
+
+
+def _binary(found: Any, name: str) -> Path | None:
+    """find_binaries() may answer a mapping or an object; "kube-scheduler" or kube_scheduler."""
+    for key in (name, name.replace("-", "_")):
+        path = found.get(key) if isinstance(found, Mapping) else getattr(found, key, None)
+        if path:
+            return Path(path)
+    return None
+
+
+def find_binary(name: str) -> Path:
+    """A binary the project's e2e build produced, or LookupError saying why not."""
+    bed = _bed()
+    try:
+        found = bed.find_binaries()
+    except Exception as e:  # the bed says why (not built, wrong version, ...)
+        raise LookupError(f"{name} is not built: {e}") from None
+    path = _binary(found, name)
+    if path is None or not path.is_file():
+        raise LookupError(f"{name} is not among the built binaries ({found!r}); run `make e2e-deps`")
+    return path
+
+
+def pinned_kubernetes_version() -> str:
+    """The Kubernetes version the test bed pins; the chart's annotation otherwise."""
+    try:
+        bed = _bed()
+    except LookupError:
+        bed = None
+    for attr in ("KUBERNETES_VERSION", "K8S_VERSION", "VERSION"):
+        value = getattr(bed, attr, None)
+        if isinstance(value, str) and value:
+            return value if value.startswith("v") else f"v{value}"
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    return str(chart["annotations"]["berth.dev/tested-kubernetes-version"])
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    try:
+        return find_binary("helm")
+    except LookupError as e:
+        unavailable(f"helm is not available: {e}")
+
+
+@pytest.fixture(scope="session")
+def kube_version() -> str:
+    return pinned_kubernetes_version()
+
+
+class HelmError(Exception):
+    pass
+
+
+@dataclass
+class Rendered:
+    """The objects of one `helm template`."""
+
+    docs: list[dict[str, Any]]
+    values: dict[str, Any]
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def one(self, kind: str, name: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+        found = [
+            d
+            for d in self.all(kind)
+            if (name is None or d["metadata"]["name"] == name)
+            and (namespace is None or d["metadata"].get("namespace") == namespace)
+        ]
+        assert len(found) == 1, f"expected one {kind} {name or ''}, found {[d['metadata']['name'] for d in found]}"
+        return found[0]
+
+    def kinds(self) -> set[tuple[str, str]]:
+        return {(d["kind"], d["metadata"]["name"]) for d in self.docs}
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def values_file(tmp: Path, values: Mapping[str, Any]) -> Path:
+    text = yaml.safe_dump(dict(values), sort_keys=True)
+    path = tmp / f"values-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    path.write_text(text)
+    return path
+
+
+Render = Callable[..., Rendered]
+
+
+@pytest.fixture(scope="session")
+def render(helm: Path, kube_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Render]:
+    """render(values, chart=, release=, namespace=) -> Rendered; raises HelmError with helm's stderr."""
+    tmp = tmp_path_factory.mktemp("helm-values")
+    cache: dict[str, Rendered] = {}
+
+    def _render(
+        values: Mapping[str, Any] | None = None,
+        *,
+        chart: Path = CHART,
+        release: str = RELEASE,
+        namespace: str = NAMESPACE,
+    ) -> Rendered:
+        values = dict(values or {})
+        key = f"{chart}\n{release}\n{namespace}\n{yaml.safe_dump(values, sort_keys=True)}"
+        if key not in cache:
+            proc = run_helm(
+                helm,
+                "template",
+                release,
+                str(chart),
+                "--namespace",
+                namespace,
+                "--kube-version",
+                kube_version,
+                "--values",
+                str(values_file(tmp, values)),
+            )
+            if proc.returncode != 0:
+                raise HelmError(proc.stderr.strip())
+            docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+            cache[key] = Rendered(docs, values)
+        return cache[key]
+
+    yield _render
+
+
+# ---------------------------------------------------------------- the real kube-apiserver
+
+
+class Kube:
+    """A small synchronous client of the test bed's kube-apiserver: enough to
+    create, dry-run and review objects without a generated client."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        ca_file: str | None = None,
+        insecure: bool = False,
+        client_cert: tuple[str, str] | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.ca_file = ca_file
+        self.insecure = insecure
+        self.token = token
+        self.ctx = ssl.create_default_context(cafile=ca_file)
+        if insecure:
+            self.ctx.check_hostname = False
+            self.ctx.verify_mode = ssl.CERT_NONE
+        if client_cert:
+            self.ctx.load_cert_chain(*client_cert)
+        self._served: dict[tuple[str, str], tuple[str, bool]] | None = None
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path, workdir: Path) -> Kube:
+        kc = yaml.safe_load(path.read_text())
+        ctx_name = kc.get("current-context") or kc["contexts"][0]["name"]
+        context = next(c["context"] for c in kc["contexts"] if c["name"] == ctx_name)
+        cluster = next(c["cluster"] for c in kc["clusters"] if c["name"] == context["cluster"])
+        user: dict[str, Any] = next((u["user"] for u in kc.get("users", []) if u["name"] == context.get("user")), {})
+
+        def file_of(key: str, obj: Mapping[str, Any]) -> str | None:
+            if obj.get(f"{key}-data"):
+                out = workdir / f"{path.stem}-{key}"
+                out.write_bytes(base64.b64decode(obj[f"{key}-data"]))
+                return str(out)
+            if obj.get(key):
+                return str((path.parent / obj[key]).resolve())
+            return None
+
+        cert, key = file_of("client-certificate", user), file_of("client-key", user)
+        return cls(
+            cluster["server"],
+            ca_file=file_of("certificate-authority", cluster),
+            insecure=bool(cluster.get("insecure-skip-tls-verify")),
+            client_cert=(cert, key) if cert and key else None,
+            token=user.get("token"),
+        )
+
+    def with_token(self, token: str) -> Kube:
+        """The same server, authenticated only by a bearer token (no client certificate)."""
+        return Kube(self.server, ca_file=self.ca_file, insecure=self.insecure, token=token)
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig for this client's server and token (for Berth and kube-scheduler)."""
+        assert self.token, "only token clients can be written as a kubeconfig"
+        cluster: dict[str, Any] = {"server": self.server}
+        if self.ca_file:
+            cluster["certificate-authority"] = self.ca_file
+        if self.insecure:
+            cluster["insecure-skip-tls-verify"] = True
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "bed", "cluster": cluster}],
+                    "users": [{"name": "sa", "user": {"token": self.token}}],
+                    "contexts": [{"name": "bed", "context": {"cluster": "bed", "user": "sa"}}],
+                    "current-context": "bed",
+                }
+            )
+        )
+        return path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        **query: str,
+    ) -> tuple[int, Any]:
+        url = self.server + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def ok(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        status, out = self.request(method, path, body, **kw)
+        if not 200 <= status < 300:
+            raise AssertionError(f"{method} {path}: HTTP {status}: {out}")
+        return out
+
+    def served(self) -> dict[tuple[str, str], tuple[str, bool]]:
+        """(apiVersion, kind) -> (plural, namespaced), from discovery."""
+        if self._served is None:
+            served: dict[tuple[str, str], tuple[str, bool]] = {}
+            versions = [("/api/v1", "v1")]
+            for group in self.ok("GET", "/apis")["groups"]:
+                versions += [(f"/apis/{v['groupVersion']}", v["groupVersion"]) for v in group["versions"]]
+            for path, gv in versions:
+                for res in self.ok("GET", path)["resources"]:
+                    if "/" not in res["name"]:
+                        served[(gv, res["kind"])] = (res["name"], res["namespaced"])
+            self._served = served
+        return self._served
+
+    def collection(self, obj: Mapping[str, Any]) -> str:
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        plural, namespaced = self.served()[(api_version, kind)]
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if namespaced:
+            return f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}"
+        return f"{base}/{plural}"
+
+    def create(self, obj: Mapping[str, Any], *, exist_ok: bool = False) -> Any:
+        status, out = self.request("POST", self.collection(obj), obj)
+        if status == 409 and exist_ok:
+            return out
+        if not 200 <= status < 300:
+            raise AssertionError(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {out}")
+        return out
+
+    def delete(self, obj: Mapping[str, Any]) -> None:
+        self.request("DELETE", f"{self.collection(obj)}/{obj['metadata']['name']}", gracePeriodSeconds="0")
+
+
+def _first_attr(obj: Any, names: Iterable[str]) -> Any:
+    for name in names:
+        value = getattr(obj, name, None)
+        if callable(value) and not isinstance(value, type):
+            value = value()
+        if value:
+            return value
+    return None
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """etcd + kube-apiserver on loopback, from tests/e2e/controlplane/bed.py."""
+    try:
+        bed = _bed()
+        binaries = bed.find_binaries()
+    except Exception as e:
+        unavailable(f"the end-to-end control plane is not available: {e}")
+    cp_class = getattr(bed, "ControlPlane", None)
+    if cp_class is None:
+        unavailable("tests/e2e/controlplane/bed.py has no ControlPlane yet")
+    workdir = tmp_path_factory.mktemp("controlplane")
+    attempts: list[Callable[[], Any]] = [
+        lambda: cp_class(binaries=binaries, workdir=workdir),
+        lambda: cp_class(binaries),
+        lambda: cp_class(),
+    ]
+    for attempt in attempts:
+        try:
+            cp = attempt()
+            break
+        except TypeError:
+            continue
+    else:
+        pytest.fail(f"cannot construct {cp_class!r}")
+    with cp as running:
+        yield running if running is not None else cp
+
+
+@pytest.fixture(scope="module")
+def admin_kubeconfig(control_plane: Any) -> Path:
+    kubeconfig = _first_attr(control_plane, ("admin_kubeconfig", "kubeconfig", "kubeconfig_path"))
+    assert kubeconfig, f"cannot find the admin kubeconfig of {control_plane!r}"
+    return Path(kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def kube(admin_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    """An admin client of the test bed."""
+    return Kube.from_kubeconfig(admin_kubeconfig, tmp_path_factory.mktemp("kube"))
