@@ -26,16 +26,34 @@ run: install
 	$(BIN)/berth serve --cluster examples/cluster.yaml --config examples/berth.yaml \
 		--http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-# Every test: unit, adapter, conformance, lint and the real-control-plane suite.
-test: install lint
+# Every test: unit, adapter, conformance, lint, the Helm chart and the
+# real-control-plane suite (whose binaries e2e-deps builds once per machine).
+test: install lint e2e-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# kube-apiserver, kube-scheduler, etcd and helm, built from their Go modules at
+# pinned versions into a per-machine cache outside the repo (see the script).
+e2e-deps:
+	tests/e2e/controlplane/build.sh
+
+# The real-control-plane suite and the chart's validation against it.
+e2e: install e2e-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m e2e tests/e2e tests/helm
+
+# helm lint / template for both roles, schema and server-side validation.
+helm-lint: install e2e-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/helm
+
+# The benchmark suite (never part of `make test`); figures go to bench/results/.
+bench: install
+	$(BIN)/python -m bench
 
 # The fast suite only (no real control plane).
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
-	$(BIN)/ruff check service adapters tests
+	$(BIN)/ruff check service adapters tests bench
 	$(BIN)/mypy service adapters
 	$(BIN)/lint-imports
 

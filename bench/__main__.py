@@ -1,0 +1,100 @@
+"""``make bench``: the whole suite, each benchmark in a fresh process.
+
+    python -m bench            # the full suite at the issue's sizes
+    python -m bench --quick    # small sizes, a smoke run of the harness
+
+Each benchmark prints its own figures and writes bench/results/NAME.json;
+this runner ends with the targets table. Never part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from bench import stats
+
+FULL = [
+    ["bench.core", "throughput", "--workload", "basic", "--nodes", "5000", "--pods", "10000"],
+    ["bench.core", "throughput", "--workload", "spread", "--nodes", "5000", "--pods", "5000"],
+    ["bench.core", "throughput", "--workload", "anti-affinity", "--nodes", "5000", "--pods", "4000"],
+    ["bench.core", "throughput", "--workload", "preemption", "--nodes", "5000", "--pods", "2000"],
+    ["bench.core", "memory", "--nodes", "5000", "--pods", "50000"],
+    ["bench.extender", "cache", "--nodes", "5000"],
+    ["bench.extender", "full", "--nodes", "5000"],
+    ["bench.grpc_api", "--nodes", "5000", "--pods", "10000"],
+]
+
+QUICK = [
+    ["bench.core", "throughput", "--workload", "basic", "--nodes", "500", "--pods", "1000", "--repeat", "1"],
+    ["bench.core", "memory", "--nodes", "500", "--pods", "5000"],
+    ["bench.extender", "cache", "--nodes", "500", "--iterations", "50", "--repeat", "1"],
+    ["bench.extender", "full", "--nodes", "500", "--iterations", "3", "--repeat", "1"],
+    ["bench.grpc_api", "--nodes", "500", "--pods", "500", "--iterations", "5", "--repeat", "1"],
+]
+
+
+def _load(name: str) -> dict[str, object] | None:
+    path = stats.RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _targets() -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+
+    def get(name: str, *keys: str) -> float | None:
+        cur: object = _load(name)
+        for k in keys:
+            if not isinstance(cur, dict) or k not in cur:
+                return None
+            cur = cur[k]
+        return float(cur) if isinstance(cur, int | float) else None
+
+    def row(label: str, value: float | None, fmt: str, ok: bool | None) -> None:
+        shown = "n/a" if value is None else fmt.format(value)
+        rows.append((label, shown, "-" if ok is None else ("met" if ok else "MISSED")))
+
+    v = get("extender-node-cache", "berth", "p99_ms", "median")
+    row("node-cache filter+prioritize p99 <= 5 ms", v, "{:.2f} ms", None if v is None else v <= 5)
+    v = get("extender-full-nodelist", "berth", "median_ms", "median")
+    row("full NodeList filter median <= 150 ms", v, "{:.0f} ms", None if v is None else v <= 150)
+    v = get("extender-full-nodelist", "ratio_berth_over_topolvm")
+    row("full NodeList Berth/TopoLVM <= 0.5", v, "{:.2f}", None if v is None else v <= 0.5)
+    for wl, target in (("basic", 1500), ("spread", 400), ("anti-affinity", 400), ("preemption", None)):
+        v = get(f"core-throughput-{wl}", "median_pods_per_second")
+        ok = None if v is None or target is None else v >= target
+        row(f"core throughput {wl}" + (f" >= {target} pods/s" if target else ""), v, "{:.0f} pods/s", ok)
+    v = get("memory", "rss_mib")
+    row("RSS 5000 nodes + 50000 pods <= 600 MiB", v, "{:.0f} MiB", None if v is None else v <= 600)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench")
+    p.add_argument("--quick", action="store_true", help="small sizes: check the harness, not the targets")
+    p.add_argument("--only", help="run only benchmarks whose command line contains this word")
+    args = p.parse_args(argv)
+    suite = QUICK if args.quick else FULL
+    failed = []
+    for cmd in suite:
+        if args.only and args.only not in " ".join(cmd):
+            continue
+        print(f"\n$ python -m {' '.join(cmd)}", flush=True)
+        t0 = time.monotonic()
+        rc = subprocess.call([sys.executable, "-m", *cmd])
+        print(f"  ({time.monotonic() - t0:.0f}s, exit {rc})", flush=True)
+        if rc:
+            failed.append(" ".join(cmd))
+    print("\nTargets (this machine, this run):")
+    for label, value, verdict in _targets():
+        print(f"  {label:<46} {value:>14}  {verdict}")
+    if failed:
+        print(f"\n{len(failed)} benchmark(s) failed: {failed}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
