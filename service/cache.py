@@ -35,6 +35,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from service import model
 from service.nodetable import NodeInfo, NodeTable, PodInfo, ResourceColumns, Snapshot
@@ -73,6 +74,8 @@ class Cache:
         # Called with (pod, node, +1/-1) whenever a pod starts or stops counting
         # on a node; indexes that need pods (affinity, spread) subscribe.
         self._listeners: list[PodListener] = []
+        # service.podindex.PodIndex, created by the first plugin that needs it.
+        self.pod_index: Any = None
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -209,6 +209,10 @@ class NodeTable:
         self._label_cols_version = -1
         self._order: IntArray | None = None
         self._images: dict[str, tuple[IntArray, IntArray]] | None = None
+        # The table whose row numbers this one shares: itself, or for a
+        # snapshot the cache's live table. Indexes kept by row (see
+        # service.podindex) apply to a table only when they share row space.
+        self.row_space: NodeTable = self
 
     # ------------------------------------------------------------ growth
 
@@ -436,6 +440,7 @@ class Snapshot(NodeTable):
 
     def sync_from(self, live: NodeTable) -> int:
         """Copy the rows that changed in ``live`` since the last sync; returns how many."""
+        self.row_space = live.row_space
         if live.columns.names != self.columns.names:
             self.columns = live.columns.copy()
             self.alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
