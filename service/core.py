@@ -200,7 +200,12 @@ class Core:
     def _pod_info(self, pod_pb: model_pb2.Pod) -> PodInfo:
         if not pod_pb.metadata.name and not pod_pb.metadata.uid:
             raise VerbError("pod: required (a pod with metadata.name)")
-        pod = convert.pod_from_pb(pod_pb)
+        return self._pod_info_of(convert.pod_from_pb(pod_pb))
+
+    @staticmethod
+    def _pod_info_of(pod: model.Pod) -> PodInfo:
+        if not pod.metadata.name and not pod.metadata.uid:
+            raise VerbError("pod: required (a pod with metadata.name)")
         if not pod.metadata.namespace:
             pod.metadata.namespace = "default"
         return PodInfo.of(pod)
@@ -216,8 +221,20 @@ class Core:
     def filter(self, req: scheduler_pb2.FilterRequest) -> scheduler_pb2.FilterResponse:
         """kube-scheduler's extender Filter (findNodesThatPassExtenders' peer)."""
         pod = self._pod_info(req.pod)
-        fwk = self.framework_for(req.profile)
         table, names, missing = self._table_for(None, req.nodes)
+        return self._filter(pod, req.profile, table, names, missing)
+
+    def filter_nodes(self, pod: model.Pod, nodes: list[model.Node], profile: str = "") -> scheduler_pb2.FilterResponse:
+        """:meth:`filter` for full node objects already decoded (the HTTP
+        extender's ``nodeCacheCapable: false`` mode), sparing a protobuf
+        round trip of every node."""
+        table = self.table_of_nodes(nodes)
+        return self._filter(self._pod_info_of(pod), profile, table, [n.metadata.name for n in nodes], {})
+
+    def _filter(
+        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+    ) -> scheduler_pb2.FilterResponse:
+        fwk = self.framework_for(profile)
         resp = scheduler_pb2.FilterResponse()
         for n, why in missing.items():
             resp.failed_and_unresolvable_nodes[n] = why
@@ -262,8 +279,20 @@ class Core:
     def prioritize(self, req: scheduler_pb2.PrioritizeRequest) -> scheduler_pb2.PrioritizeResponse:
         """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
         pod = self._pod_info(req.pod)
-        fwk = self.framework_for(req.profile)
         table, names, missing = self._table_for(None, req.nodes)
+        return self._prioritize(pod, req.profile, table, names, missing)
+
+    def prioritize_nodes(
+        self, pod: model.Pod, nodes: list[model.Node], profile: str = ""
+    ) -> scheduler_pb2.PrioritizeResponse:
+        """:meth:`prioritize` for full node objects already decoded (see :meth:`filter_nodes`)."""
+        table = self.table_of_nodes(nodes)
+        return self._prioritize(self._pod_info_of(pod), profile, table, [n.metadata.name for n in nodes], {})
+
+    def _prioritize(
+        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+    ) -> scheduler_pb2.PrioritizeResponse:
+        fwk = self.framework_for(profile)
         resp = scheduler_pb2.PrioritizeResponse()
         known = [n for n in names if n not in missing]
         totals: dict[str, int] = {}
