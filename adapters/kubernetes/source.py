@@ -166,7 +166,9 @@ class KubernetesSource:
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{md.name}.", "namespace": md.namespace},
+            # client-go's recorder names events "<object>.<unix nanos in hex>";
+            # a generateName ending in "." is rejected by validation.
+            "metadata": {"name": f"{md.name}.{time.time_ns():x}", "namespace": md.namespace},
             "eventTime": _now_micro(),
             "reportingController": f"{self.scheduler_name}",
             "reportingInstance": self.identity,
@@ -178,6 +180,9 @@ class KubernetesSource:
         }
         try:
             resp = await self.events_v1.create_namespaced_event(md.namespace, body, _preload_content=False)
+            status = resp.status
             resp.release()
+            if status >= 300:
+                log.warning("event %s for %s: HTTP %d", reason, pod.key, status)
         except Exception as e:  # events are best effort, as in client-go
-            log.debug("event %s for %s: %s", reason, pod.key, e)
+            log.warning("event %s for %s: %s", reason, pod.key, e)

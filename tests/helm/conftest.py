@@ -9,16 +9,10 @@ under ``CI=true``, where a missing helm is a failure.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib
-import json
 import os
-import ssl
 import subprocess
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +20,8 @@ from typing import Any, NoReturn
 
 import pytest
 import yaml
+
+from tests.e2e.controlplane.bed import Kube
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "berth"
@@ -178,150 +174,6 @@ def render(helm: Path, kube_version: str, tmp_path_factory: pytest.TempPathFacto
 
 
 # ---------------------------------------------------------------- the real kube-apiserver
-
-
-class Kube:
-    """A small synchronous client of the test bed's kube-apiserver: enough to
-    create, dry-run and review objects without a generated client."""
-
-    def __init__(
-        self,
-        server: str,
-        *,
-        ca_file: str | None = None,
-        insecure: bool = False,
-        client_cert: tuple[str, str] | None = None,
-        token: str | None = None,
-    ) -> None:
-        self.server = server.rstrip("/")
-        self.ca_file = ca_file
-        self.insecure = insecure
-        self.token = token
-        self.ctx = ssl.create_default_context(cafile=ca_file)
-        if insecure:
-            self.ctx.check_hostname = False
-            self.ctx.verify_mode = ssl.CERT_NONE
-        if client_cert:
-            self.ctx.load_cert_chain(*client_cert)
-        self._served: dict[tuple[str, str], tuple[str, bool]] | None = None
-
-    @classmethod
-    def from_kubeconfig(cls, path: Path, workdir: Path) -> Kube:
-        kc = yaml.safe_load(path.read_text())
-        ctx_name = kc.get("current-context") or kc["contexts"][0]["name"]
-        context = next(c["context"] for c in kc["contexts"] if c["name"] == ctx_name)
-        cluster = next(c["cluster"] for c in kc["clusters"] if c["name"] == context["cluster"])
-        user: dict[str, Any] = next((u["user"] for u in kc.get("users", []) if u["name"] == context.get("user")), {})
-
-        def file_of(key: str, obj: Mapping[str, Any]) -> str | None:
-            if obj.get(f"{key}-data"):
-                out = workdir / f"{path.stem}-{key}"
-                out.write_bytes(base64.b64decode(obj[f"{key}-data"]))
-                return str(out)
-            if obj.get(key):
-                return str((path.parent / obj[key]).resolve())
-            return None
-
-        cert, key = file_of("client-certificate", user), file_of("client-key", user)
-        return cls(
-            cluster["server"],
-            ca_file=file_of("certificate-authority", cluster),
-            insecure=bool(cluster.get("insecure-skip-tls-verify")),
-            client_cert=(cert, key) if cert and key else None,
-            token=user.get("token"),
-        )
-
-    def with_token(self, token: str) -> Kube:
-        """The same server, authenticated only by a bearer token (no client certificate)."""
-        return Kube(self.server, ca_file=self.ca_file, insecure=self.insecure, token=token)
-
-    def kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig for this client's server and token (for Berth and kube-scheduler)."""
-        assert self.token, "only token clients can be written as a kubeconfig"
-        cluster: dict[str, Any] = {"server": self.server}
-        if self.ca_file:
-            cluster["certificate-authority"] = self.ca_file
-        if self.insecure:
-            cluster["insecure-skip-tls-verify"] = True
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "bed", "cluster": cluster}],
-                    "users": [{"name": "sa", "user": {"token": self.token}}],
-                    "contexts": [{"name": "bed", "context": {"cluster": "bed", "user": "sa"}}],
-                    "current-context": "bed",
-                }
-            )
-        )
-        return path
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        content_type: str = "application/json",
-        **query: str,
-    ) -> tuple[int, Any]:
-        url = self.server + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", content_type)
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
-                status, raw = resp.status, resp.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        try:
-            return status, json.loads(raw) if raw else None
-        except ValueError:
-            return status, raw.decode(errors="replace")
-
-    def ok(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        status, out = self.request(method, path, body, **kw)
-        if not 200 <= status < 300:
-            raise AssertionError(f"{method} {path}: HTTP {status}: {out}")
-        return out
-
-    def served(self) -> dict[tuple[str, str], tuple[str, bool]]:
-        """(apiVersion, kind) -> (plural, namespaced), from discovery."""
-        if self._served is None:
-            served: dict[tuple[str, str], tuple[str, bool]] = {}
-            versions = [("/api/v1", "v1")]
-            for group in self.ok("GET", "/apis")["groups"]:
-                versions += [(f"/apis/{v['groupVersion']}", v["groupVersion"]) for v in group["versions"]]
-            for path, gv in versions:
-                for res in self.ok("GET", path)["resources"]:
-                    if "/" not in res["name"]:
-                        served[(gv, res["kind"])] = (res["name"], res["namespaced"])
-            self._served = served
-        return self._served
-
-    def collection(self, obj: Mapping[str, Any]) -> str:
-        api_version, kind = obj["apiVersion"], obj["kind"]
-        plural, namespaced = self.served()[(api_version, kind)]
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if namespaced:
-            return f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}"
-        return f"{base}/{plural}"
-
-    def create(self, obj: Mapping[str, Any], *, exist_ok: bool = False) -> Any:
-        status, out = self.request("POST", self.collection(obj), obj)
-        if status == 409 and exist_ok:
-            return out
-        if not 200 <= status < 300:
-            raise AssertionError(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status}: {out}")
-        return out
-
-    def delete(self, obj: Mapping[str, Any]) -> None:
-        self.request("DELETE", f"{self.collection(obj)}/{obj['metadata']['name']}", gracePeriodSeconds="0")
 
 
 def _first_attr(obj: Any, names: Iterable[str]) -> Any:
