@@ -232,6 +232,15 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{name}: {port} is not a valid port")
     if cfg.http.max_body_bytes <= 0:
         raise ConfigError("http.maxBodyBytes: must be greater than 0")
+    le = cfg.leader_election
+    if le.leader_elect:
+        # component-base's leader election validation (and the library's).
+        if le.retry_period_seconds < 1:
+            raise ConfigError("leaderElection.retryPeriodSeconds: must be at least 1")
+        if le.renew_deadline_seconds <= 1.2 * le.retry_period_seconds:
+            raise ConfigError("leaderElection.renewDeadlineSeconds: must be greater than 1.2 x retryPeriodSeconds")
+        if le.lease_duration_seconds <= le.renew_deadline_seconds:
+            raise ConfigError("leaderElection.leaseDurationSeconds: must be greater than renewDeadlineSeconds")
     if not cfg.extender.url_prefix.startswith("/"):
         raise ConfigError("extender.urlPrefix: must start with '/'")
     if not cfg.profiles:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import uuid
@@ -165,7 +166,9 @@ class KubernetesRunner:
             lock = LeaseLock(le.resource_name, namespace, self.identity, self.api)
             cfg = electionconfig.Config(
                 lock,
-                lease_duration=le.lease_duration_seconds,
+                # Lease.spec.leaseDurationSeconds is an integer, and the
+                # library renders this value with str() into it.
+                lease_duration=math.ceil(le.lease_duration_seconds),
                 renew_deadline=le.renew_deadline_seconds,
                 retry_period=le.retry_period_seconds,
                 onstarted_leading=self._lead,

@@ -64,6 +64,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("unknown top-level field", {"percentageOfNodesToScor": 5}, "percentageOfNodesToScor: unknown field"),
     ("wrong type", {"percentageOfNodesToScore": "lots"}, "percentageOfNodesToScore: Expected `int`"),
     ("out of range", {"percentageOfNodesToScore": 101}, "percentageOfNodesToScore: must be between"),
+    (
+        "lease not longer than the renew deadline",
+        {"leaderElection": {"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10}},
+        "leaderElection.leaseDurationSeconds: must be greater than renewDeadlineSeconds",
+    ),
+    (
+        "retry period under a second",
+        {"leaderElection": {"retryPeriodSeconds": 0.5}},
+        "leaderElection.retryPeriodSeconds: must be at least 1",
+    ),
     ("wrong apiVersion", {"apiVersion": "v9"}, "apiVersion: must be 'berth.dev/v1'"),
     ("unknown nested field", {"http": {"prot": 1}}, "http.prot: unknown field"),
     ("bad port", {"grpc": {"port": 70000}}, "grpc.port: 70000 is not a valid port"),
