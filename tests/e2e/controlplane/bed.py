@@ -287,6 +287,8 @@ class ControlPlane:
         self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
         self.ca: CA | None = None
         self.admin: Kube | None = None
+        self._api_argv: list[str] = []
+        self.apiserver: Process
 
     # ------------------------------------------------------------ lifecycle
 
@@ -348,35 +350,43 @@ class ControlPlane:
             60,
             etcd,
         )
-        api = self._spawn(
-            "kube-apiserver",
-            [
-                str(self.binaries["kube-apiserver"]),
-                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                "--advertise-address=192.0.2.10",
-                "--endpoint-reconciler-type=none",
-                f"--cert-dir={d / 'apiserver-certs'}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--client-ca-file={ca.path}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                f"--service-account-issuer={self.server}",
-                f"--service-account-key-file={sa_path}",
-                f"--service-account-signing-key-file={sa_path}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                "--disable-admission-plugins=TaintNodesByCondition",
-                "--enable-priority-and-fairness=false",
-                "--profiling=false",
-                "--v=1",
-            ],
-        )
+        self._api_argv = [
+            str(self.binaries["kube-apiserver"]),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            "--advertise-address=192.0.2.10",
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={d / 'apiserver-certs'}",
+            f"--tls-cert-file={serving.cert}",
+            f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.path}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-account-issuer={self.server}",
+            f"--service-account-key-file={sa_path}",
+            f"--service-account-signing-key-file={sa_path}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+            "--v=1",
+        ]
+        api = self._spawn("kube-apiserver", self._api_argv)
+        self.apiserver = api
         self.admin = Kube(self.server, ca_file=str(ca.path), client_cert=(str(admin.cert), str(admin.key)))
         _wait("kube-apiserver /readyz", lambda: self.admin.request("GET", "/readyz")[0] == 200, 120, api)  # type: ignore[union-attr]
         self.write_kubeconfig(self.admin_kubeconfig, cert=admin.cert, key=admin.key)
         self.ensure_namespace("default")
+
+    def stop_apiserver(self) -> None:
+        """The API server goes away (etcd and everything else stay)."""
+        self.apiserver.kill()
+
+    def start_apiserver(self) -> None:
+        """The API server comes back on the same port with the same data."""
+        self.apiserver = self._spawn(f"kube-apiserver-{len(self.processes)}", self._api_argv)
+        _wait("kube-apiserver /readyz", lambda: self.kube().request("GET", "/readyz")[0] == 200, 120, self.apiserver)
 
     def stop(self) -> None:
         for p in reversed(self.processes):
