@@ -42,6 +42,14 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -
     raise TimeoutError(f"{url} did not answer within {timeout:.0f}s")
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+    if proc.poll() is None:
+        proc.kill()
+
+
 def _berth() -> str:
     exe = Path(sys.executable).parent / "berth"
     return str(exe) if exe.exists() else shutil.which("berth") or "berth"
@@ -74,11 +82,7 @@ def berth(nodes: Sequence[dict[str, Any]], config: dict[str, Any] | None = None)
             sys.stderr.write((Path(tmp) / "berth.log").read_text()[-4000:])
             raise
         finally:
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
-            if proc.poll() is None:
-                proc.kill()
+            _stop(proc)
             log.close()
 
 
@@ -96,11 +100,7 @@ def topolvm(binary: Path) -> Iterator[int]:
             wait_http(f"http://127.0.0.1:{port}/status", proc, timeout=30)
             yield port
         finally:
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
-            if proc.poll() is None:
-                proc.kill()
+            _stop(proc)
 
 
 def reference_binary(name: str) -> Path | None:

@@ -11,9 +11,10 @@ import numpy as np
 from service import model
 from service.cache import Cache
 from service.framework import interface as fw
+from service.framework.handle import Handle
 from service.nodetable import NodeTable, PodInfo
 
-__all__ = ["filter_statuses", "make_node", "make_pod", "run_filter", "table"]
+__all__ = ["cached", "filter_statuses", "make_node", "make_pod", "run_filter", "scores", "table"]
 
 
 def make_node(
@@ -88,6 +89,17 @@ def table(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> NodeTa
     for p in pods:
         cache.add_pod(PodInfo.of(p))
     return cache.new_snapshot()
+
+
+def cached(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> tuple[NodeTable, Handle]:
+    """A snapshot of a live cache holding ``nodes`` and bound ``pods``, and a
+    Handle on that cache (so plugins use the cache's pod indexes)."""
+    cache = Cache()
+    for n in nodes:
+        cache.add_node(n)
+    for p in pods:
+        cache.add_pod(PodInfo.of(p))
+    return cache.new_snapshot(), Handle(cache=cache)
 
 
 def run_filter(plugin: Any, pod: model.Pod, nodes: NodeTable, state: fw.CycleState | None = None) -> list[fw.Status]:

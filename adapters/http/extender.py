@@ -260,28 +260,26 @@ def add_routes(app: web.Application, core: Core) -> None:
     prefix = "/" + core.cfg.extender.url_prefix.strip("/")
     prefix = "" if prefix == "/" else prefix
 
+    def evaluate(args: _Args, verb: str) -> Any:
+        """Names go through the protobuf verb; full nodes, already decoded,
+        through the core's model-level twin (no protobuf round trip per node)."""
+        if args.names is not None:
+            nodes = scheduler_pb2.NodeSet(node_names=args.names)
+            pod = convert.pod_to_pb(args.pod)
+            if verb == "filter":
+                return core.filter(scheduler_pb2.FilterRequest(pod=pod, nodes=nodes))
+            return core.prioritize(scheduler_pb2.PrioritizeRequest(pod=pod, nodes=nodes))
+        assert args.nodes is not None
+        if verb == "filter":
+            return core.filter_nodes(args.pod, args.nodes)
+        return core.prioritize_nodes(args.pod, args.nodes)
+
     async def filter_(body: bytes) -> web.Response:
         args = _Args(body)
-        if args.names is not None:
-            req = scheduler_pb2.FilterRequest(
-                pod=convert.pod_to_pb(args.pod), nodes=scheduler_pb2.NodeSet(node_names=args.names)
-            )
-            resp = core.filter(req)
-        else:
-            assert args.nodes is not None
-            resp = core.filter_nodes(args.pod, args.nodes)
-        return _response(_filter_body(args, resp))
+        return _response(_filter_body(args, evaluate(args, "filter")))
 
     async def prioritize(body: bytes) -> web.Response:
-        args = _Args(body)
-        if args.names is not None:
-            req = scheduler_pb2.PrioritizeRequest(
-                pod=convert.pod_to_pb(args.pod), nodes=scheduler_pb2.NodeSet(node_names=args.names)
-            )
-            resp = core.prioritize(req)
-        else:
-            assert args.nodes is not None
-            resp = core.prioritize_nodes(args.pod, args.nodes)
+        resp = evaluate(_Args(body), "prioritize")
         if resp.error:
             return _error(resp.error, 500)
         return _response(_encoder.encode([{"Host": h.host, "Score": h.score} for h in resp.host_priorities]))

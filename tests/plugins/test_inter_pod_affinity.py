@@ -12,7 +12,7 @@ from service.framework import interface as fw
 from service.framework.handle import Handle
 from service.nodetable import PodInfo
 from service.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
-from tests.support import filter_statuses, make_node, make_pod, scores
+from tests.support import cached, filter_statuses, make_node, make_pod, scores
 
 U = fw.Code.UNSCHEDULABLE
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -54,12 +54,7 @@ NODES = [
 
 
 def cluster(pods: list[Any], nodes: list[Any] = NODES) -> tuple[Any, Handle]:
-    cache = Cache()
-    for n in nodes:
-        cache.add_node(n)
-    for p in pods:
-        cache.add_pod(PodInfo.of(p))
-    return cache.new_snapshot(), Handle(cache=cache)
+    return cached(nodes, pods)
 
 
 CASES: list[tuple[str, Any, list[Any], dict[str, str | None]]] = [

@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from service.cache import Cache
 from service.framework import interface as fw
 from service.framework.handle import Handle
 from service.nodetable import PodInfo
 from service.plugins.pod_topology_spread import PodTopologySpread
-from tests.support import filter_statuses, make_node, make_pod, scores
+from tests.support import cached, filter_statuses, make_node, make_pod, scores
 
 U = fw.Code.UNSCHEDULABLE
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -51,12 +50,7 @@ def existing(name: str, on: str, labels: dict[str, str] | None = None, **kw: Any
 
 
 def cluster(nodes: list[Any], pods: list[Any]) -> tuple[Any, Handle]:
-    cache = Cache()
-    for n in nodes:
-        cache.add_node(n)
-    for p in pods:
-        cache.add_pod(PodInfo.of(p))
-    return cache.new_snapshot(), Handle(cache=cache)
+    return cached(nodes, pods)
 
 
 FOUR_NODES = [node("node-a", "zone1"), node("node-b", "zone1"), node("node-x", "zone2"), node("node-y", "zone2")]
