@@ -155,7 +155,9 @@ def find_nodes_that_fit(
         sampler.next_start = (sampler.next_start + processed) % n
     ok_in_window = outcome.ok[:processed]
     feasible = order[:processed][ok_in_window]
-    for row, st in outcome.failures().items():
+    # Like findNodesThatPassFilters, only the nodes examined to find enough
+    # feasible ones are diagnosed (all of them when too few fit).
+    for row, st in outcome.failures(processed).items():
         diagnosis.node_to_status[nodes.name(row)] = st
         if st.plugin:
             (diagnosis.pending_plugins if st.code == fw.Code.PENDING else diagnosis.unschedulable_plugins).add(

@@ -47,8 +47,10 @@ class FilterOutcome:
     def feasible(self) -> IntArray:
         return self.rows[self.ok]
 
-    def failures(self) -> dict[int, fw.Status]:
-        bad = np.flatnonzero(~self.ok)
+    def failures(self, limit: int | None = None) -> dict[int, fw.Status]:
+        """Rejected rows and why; only among the first ``limit`` rows when given."""
+        ok = self.ok if limit is None else self.ok[:limit]
+        bad = np.flatnonzero(~ok)
         rows = self.rows[bad].tolist()
         reasons = self.reason[bad].tolist()
         return {r: self.statuses[i] for r, i in zip(rows, reasons, strict=True)}

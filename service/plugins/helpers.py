@@ -17,10 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from service import labels, model
-from service.nodetable import NodeTable
+from service.nodetable import LabelColumn, NodeTable
 
 __all__ = [
     "DO_NOT_SCHEDULE",
+    "DomainCounts",
     "default_normalize_score",
     "first_untolerated",
     "label_selector_mask",
@@ -141,3 +142,94 @@ def label_selector_mask(table: NodeTable, selector: Mapping[str, str]) -> BoolAr
     for key, value in selector.items():
         out &= table.label_column(key).mask_in((value,))[: table.size]
     return out
+
+
+class DomainCounts:
+    """Matching pods per value of one topology key, as an array over the codes
+    of the label column they were counted on — thousands of hostnames cost
+    one numpy array, not a dict — plus a small dict of later changes
+    (preemption's add/remove of a pod).
+
+    ``present`` marks the values that are domains (topology spread counts a
+    domain with zero pods; inter-pod affinity only values with pods).
+    """
+
+    __slots__ = ("_cache", "col", "counts", "delta", "present")
+
+    def __init__(self, col: LabelColumn, counts: IntArray, present: BoolArray | None = None) -> None:
+        self.col = col
+        self.counts = counts
+        self.present = counts > 0 if present is None else present
+        self.delta: dict[str, int] = {}
+        self._cache: tuple[LabelColumn, IntArray] | None = None
+
+    @classmethod
+    def of_rows(cls, nodes: NodeTable, key: str, per_row: IntArray, eligible: BoolArray | None = None) -> DomainCounts:
+        """Sum ``per_row`` (indexed by row) by the row's value of ``key``,
+        over ``eligible`` rows (every row with the key when None)."""
+        col = nodes.label_column(key)
+        codes = col.codes[: nodes.size]
+        valid = codes >= 0
+        if eligible is not None:
+            valid &= eligible[: nodes.size]
+        vc = codes[valid]
+        counts = np.bincount(vc, weights=per_row[: nodes.size][valid], minlength=len(col.values)).astype(np.int64)
+        present = np.bincount(vc, minlength=len(col.values)) > 0 if eligible is not None else None
+        return cls(col, counts, present)
+
+    @classmethod
+    def empty(cls) -> DomainCounts:
+        return cls(LabelColumn(np.zeros(0, dtype=np.int32), [], {}), np.zeros(0, dtype=np.int64))
+
+    def add(self, value: str, delta: int) -> None:
+        self.delta[value] = self.delta.get(value, 0) + delta
+        self._cache = None
+
+    def get(self, value: str) -> int:
+        code = self.col.code_of.get(value)
+        base = int(self.counts[code]) if code is not None else 0
+        return base + self.delta.get(value, 0)
+
+    def per_code(self, col: LabelColumn) -> IntArray:
+        """Counts aligned with ``col``'s codes, plus a trailing 0 for rows without the key."""
+        if self._cache is not None and self._cache[0] is col:
+            return self._cache[1]
+        if col is self.col:
+            out = np.append(self.counts, 0)
+        else:
+            out = np.zeros(len(col.values) + 1, dtype=np.int64)
+            for i, v in enumerate(col.values):
+                code = self.col.code_of.get(v)
+                if code is not None:
+                    out[i] = self.counts[code]
+        for v, d in self.delta.items():
+            code = col.code_of.get(v)
+            if code is not None:
+                out[code] += d
+        self._cache = (col, out)
+        return out
+
+    def _values(self) -> IntArray:
+        vals = self.counts[self.present]
+        if not self.delta:
+            return vals
+        extra = [self.get(v) for v in self.delta if (c := self.col.code_of.get(v)) is None or not self.present[c]]
+        adjusted = [self.get(self.col.values[c]) for c in np.flatnonzero(self.present).tolist()]
+        return np.asarray(adjusted + extra, dtype=np.int64)
+
+    def domains(self) -> int:
+        return len(self._values())
+
+    def minimum(self) -> int:
+        vals = self._values()
+        return int(vals.min()) if len(vals) else 0
+
+    def any_positive(self) -> bool:
+        return bool((self._values() > 0).any())
+
+    def positive_values(self) -> list[str]:
+        return [
+            v
+            for v in (*(self.col.values[c] for c in np.flatnonzero(self.present).tolist()), *self.delta)
+            if self.get(v) > 0
+        ]

@@ -31,7 +31,6 @@ Pods are found through the cache's pod index (:mod:`service.podindex`).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, ClassVar
@@ -44,6 +43,7 @@ from service import labels, model, podindex
 from service.framework import interface as fw
 from service.framework.handle import Handle
 from service.nodetable import NodeInfo, NodeTable, PodInfo
+from service.plugins.helpers import DomainCounts
 
 if TYPE_CHECKING:
     from service.cache import Cache
@@ -210,26 +210,13 @@ class _AntiTermIndex:
                     del self.groups[t.sig]
 
 
-def _domain_counts(
-    nodes: NodeTable, key: str, rows: npt.NDArray[np.int64], weights: IntArray | None = None
-) -> dict[str, int]:
-    """Per value of ``key``: how many of ``rows`` (weighted) carry it."""
-    if len(rows) == 0:
-        return {}
-    col = nodes.label_column(key)
-    codes = col.codes[rows]
-    valid = codes >= 0
-    w = None if weights is None else weights[valid]
-    counts = np.bincount(codes[valid], weights=w, minlength=len(col.values))
-    return {col.values[k]: int(counts[k]) for k in np.flatnonzero(counts).tolist()}
-
-
 @dataclasses.dataclass(slots=True)
 class _PreFilterState:
     terms: Terms
-    existing_anti: collections.Counter[Pair]
-    affinity: collections.Counter[Pair]
-    anti: collections.Counter[Pair]
+    # Per topology key: pods per domain.
+    existing_anti: dict[str, DomainCounts]
+    affinity: dict[str, DomainCounts]
+    anti: dict[str, DomainCounts]
     self_match: bool
 
 
@@ -272,15 +259,15 @@ class InterPodAffinity:
         )
 
     def _pods_with(self, nodes: NodeTable, which: str) -> Iterable[tuple[PodInfo, int]]:
-        """Pods with any affinity / required anti-affinity, through the index when it applies."""
+        """Pods whose terms count in scoring / with required anti-affinity, through the index when it applies."""
         idx = podindex.index_of(self.handle.cache if self.handle is not None else None)
         if idx is not None and idx.shares_rows(nodes):
-            uids = idx.with_affinity if which == "any" else idx.with_required_anti_affinity
+            uids = idx.with_scoring_terms if which == "scoring" else idx.with_required_anti_affinity
             for uid in uids:
                 e = idx.entries[uid]
                 yield e.info, e.row
             return
-        test = podindex.has_affinity if which == "any" else podindex.has_required_anti_affinity
+        test = podindex.has_scoring_terms if which == "scoring" else podindex.has_required_anti_affinity
         for pi, row in podindex.scan(nodes):
             if test(pi.pod):
                 yield pi, row
@@ -310,41 +297,58 @@ class InterPodAffinity:
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
         terms = terms_of(pod.pod)
-        existing_anti: collections.Counter[Pair] = collections.Counter()
+        size = nodes.size
+        per_row: dict[str, dict[str, IntArray]] = {"existing": {}, "affinity": {}, "anti": {}}
+
+        def rows_of(kind: str, key: str) -> IntArray:
+            arr = per_row[kind].get(key)
+            if arr is None:
+                arr = per_row[kind][key] = np.zeros(size, dtype=np.int64)
+            return arr
+
         index = self._anti_terms(nodes)
         if index is not None:
             for g in index.groups.values():
-                t = g.term
-                if t.matches(pod):
+                if g.term.matches(pod):
                     rows = np.fromiter(g.rows.keys(), dtype=np.int64, count=len(g.rows))
                     weights = np.fromiter(g.rows.values(), dtype=np.int64, count=len(g.rows))
-                    for value, c in _domain_counts(nodes, t.topology_key, rows, weights).items():
-                        existing_anti[(t.topology_key, value)] += c
+                    np.add.at(rows_of("existing", g.term.topology_key), rows, weights)
         else:
             for other, row in self._pods_with(nodes, "anti"):
                 for t in terms_of(other.pod).required_anti_affinity:
                     if t.matches(pod):
-                        v = _node_value(nodes, row, t.topology_key)
-                        if v is not None:
-                            existing_anti[(t.topology_key, v)] += 1
-        affinity: collections.Counter[Pair] = collections.Counter()
+                        rows_of("existing", t.topology_key)[row] += 1
         if terms.required_affinity:
-            first, rest = terms.required_affinity[0], terms.required_affinity[1:]
-            matched = [row for other, row in self._matching(nodes, first) if all(t.matches(other) for t in rest)]
-            rows = np.asarray(matched, dtype=np.int64)
+            matched = self._matching_rows(nodes, terms.required_affinity, size)
             for t in terms.required_affinity:
-                for v, c in _domain_counts(nodes, t.topology_key, rows).items():
-                    affinity[(t.topology_key, v)] += c
-        anti: collections.Counter[Pair] = collections.Counter()
+                rows_of("affinity", t.topology_key)[:] += matched
         for t in terms.required_anti_affinity:
-            rows = np.asarray([row for _other, row in self._matching(nodes, t)], dtype=np.int64)
-            for v, c in _domain_counts(nodes, t.topology_key, rows).items():
-                anti[(t.topology_key, v)] += c
-        if not existing_anti and not terms.required_affinity and not terms.required_anti_affinity:
+            rows_of("anti", t.topology_key)[:] += self._matching_rows(nodes, (t,), size)
+        if not per_row["existing"] and not terms.required_affinity and not terms.required_anti_affinity:
             return fw.PreFilterResult(fw.Status.skip())
+        counts = {
+            kind: {key: DomainCounts.of_rows(nodes, key, arr) for key, arr in by_key.items()}
+            for kind, by_key in per_row.items()
+        }
         self_match = all(t.matches(pod) for t in terms.required_affinity)
-        state.write(PRE_FILTER_KEY, _PreFilterState(terms, existing_anti, affinity, anti, self_match))
+        state.write(
+            PRE_FILTER_KEY,
+            _PreFilterState(terms, counts["existing"], counts["affinity"], counts["anti"], self_match),
+        )
         return fw.PreFilterResult()
+
+    def _matching_rows(self, nodes: NodeTable, terms: Sequence[Term], size: int) -> IntArray:
+        """Per row: pods matching every term (counted by the pod index when one simple term)."""
+        first = terms[0]
+        if first.selector is None:
+            return np.zeros(size, dtype=np.int64)
+        if len(terms) == 1 and first.namespace_selector is None:
+            cache = self.handle.cache if self.handle is not None else None
+            fast = podindex.selector_row_counts(cache, nodes, first.candidate_namespaces(), first.selector)
+            if fast is not None:
+                return fast
+        rows = [row for other, row in self._matching(nodes, first) if all(t.matches(other) for t in terms[1:])]
+        return np.bincount(np.asarray(rows, dtype=np.int64), minlength=size)[:size].astype(np.int64)
 
     def filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.NodeVerdicts:
         s = state.get(PRE_FILTER_KEY)
@@ -356,32 +360,30 @@ class InterPodAffinity:
         def fail(mask: BoolArray, k: int) -> None:
             verdict[(verdict < 0) & mask] = k
 
+        def positive(counts: DomainCounts | None, key: str) -> tuple[BoolArray, BoolArray]:
+            """Per row: whether the row has ``key``, and whether its domain has pods."""
+            col = nodes.label_column(key)
+            codes = col.codes[rows]
+            if counts is None:
+                return codes >= 0, np.zeros(n, dtype=bool)
+            return codes >= 0, counts.per_code(col)[codes] > 0
+
         # satisfyPodAffinity
         if s.terms.required_affinity:
             missing = np.zeros(n, dtype=bool)
             no_pods = np.zeros(n, dtype=bool)
             for t in s.terms.required_affinity:
-                col = nodes.label_column(t.topology_key)
-                codes = col.codes[rows]
-                missing |= codes < 0
-                have = np.asarray([s.affinity.get((t.topology_key, v), 0) > 0 for v in col.values] + [False])
-                no_pods |= ~have[codes]
-            first_of_group = not s.affinity and s.self_match
+                has_key, has_pods = positive(s.affinity.get(t.topology_key), t.topology_key)
+                missing |= ~has_key
+                no_pods |= ~has_pods
+            first_of_group = s.self_match and not any(c.any_positive() for c in s.affinity.values())
             fail(missing | (no_pods & (not first_of_group)), 0)
         # satisfyPodAntiAffinity
-        if s.anti:
-            for t in s.terms.required_anti_affinity:
-                col = nodes.label_column(t.topology_key)
-                bad = np.asarray([s.anti.get((t.topology_key, v), 0) > 0 for v in col.values] + [False])
-                fail(bad[col.codes[rows]], 1)
+        for t in s.terms.required_anti_affinity:
+            fail(positive(s.anti.get(t.topology_key), t.topology_key)[1], 1)
         # satisfyExistingPodsAntiAffinity
-        if s.existing_anti:
-            by_key: dict[str, set[str]] = {}
-            for (key, value), count in s.existing_anti.items():
-                if count > 0:
-                    by_key.setdefault(key, set()).add(value)
-            for key, values in by_key.items():
-                fail(nodes.label_column(key).mask_in(values)[rows], 2)
+        for key, counts in s.existing_anti.items():
+            fail(positive(counts, key)[1], 2)
         ok = verdict < 0
         if ok.all():
             return fw.NodeVerdicts.all_ok(n)
@@ -394,19 +396,20 @@ class InterPodAffinity:
         if s is None or node.node is None:
             return
         node_labels = node.node.metadata.labels
+
+        def bump(counts: dict[str, DomainCounts], key: str) -> None:
+            if key in node_labels:
+                counts.setdefault(key, DomainCounts.empty()).add(node_labels[key], delta)
+
         for t in terms_of(other.pod).required_anti_affinity:
-            if t.matches(pod) and t.topology_key in node_labels:
-                s.existing_anti[(t.topology_key, node_labels[t.topology_key])] += delta
+            if t.matches(pod):
+                bump(s.existing_anti, t.topology_key)
         if s.terms.required_affinity and all(t.matches(other) for t in s.terms.required_affinity):
             for t in s.terms.required_affinity:
-                if t.topology_key in node_labels:
-                    s.affinity[(t.topology_key, node_labels[t.topology_key])] += delta
+                bump(s.affinity, t.topology_key)
         for t in s.terms.required_anti_affinity:
-            if t.matches(other) and t.topology_key in node_labels:
-                s.anti[(t.topology_key, node_labels[t.topology_key])] += delta
-        for counter in (s.existing_anti, s.affinity, s.anti):
-            for k in [k for k, v in counter.items() if v <= 0]:
-                del counter[k]
+            if t.matches(other):
+                bump(s.anti, t.topology_key)
 
     def add_pod(self, state: fw.CycleState, pod: PodInfo, added: PodInfo, node: NodeInfo) -> None:
         self._update(state, pod, added, node, 1)
@@ -437,7 +440,7 @@ class InterPodAffinity:
         # Existing pods' terms against the incoming pod.
         if not self.args.ignore_preferred_terms_of_existing_pods:
             hard = self.args.hard_pod_affinity_weight
-            for other, row in self._pods_with(nodes, "any"):
+            for other, row in self._pods_with(nodes, "scoring"):
                 ot = terms_of(other.pod)
                 if hard > 0:
                     for t in ot.required_affinity:

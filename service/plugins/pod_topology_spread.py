@@ -43,7 +43,13 @@ from service import labels, model, podindex
 from service.framework import interface as fw
 from service.framework.handle import Handle
 from service.nodetable import HOSTNAME_LABEL, NodeInfo, NodeTable, PodInfo
-from service.plugins.helpers import DO_NOT_SCHEDULE, first_untolerated, label_selector_mask, node_selector_mask
+from service.plugins.helpers import (
+    DO_NOT_SCHEDULE,
+    DomainCounts,
+    first_untolerated,
+    label_selector_mask,
+    node_selector_mask,
+)
 
 __all__ = [
     "ERR_REASON_CONSTRAINTS_NOT_MATCH",
@@ -130,8 +136,8 @@ def _constraints(pod: model.Pod, when: str) -> list[_Constraint]:
 @dataclasses.dataclass(slots=True)
 class _PreFilterState:
     constraints: list[_Constraint]
-    # Per constraint: domain value -> matching pods.
-    counts: list[dict[str, int]]
+    # Per constraint: matching pods per domain.
+    counts: list[DomainCounts]
     self_match: list[int]
     namespace: str
 
@@ -139,8 +145,8 @@ class _PreFilterState:
 @dataclasses.dataclass(slots=True)
 class _PreScoreState:
     constraints: list[_Constraint]
-    # Per constraint: domain value -> matching pods (None for the hostname key).
-    counts: list[dict[str, int] | None]
+    # Per constraint: matching pods per domain (None for the hostname key).
+    counts: list[DomainCounts | None]
     weights: list[float]
     ignored: BoolArray
 
@@ -203,6 +209,9 @@ class PodTopologySpread:
             return counts
         assert c.selector is not None
         cache = self.handle.cache if self.handle is not None else None
+        fast = podindex.selector_row_counts(cache, nodes, (pod.namespace,), c.selector, exclude_terminating=True)
+        if fast is not None:
+            return fast
         rows = [
             row
             for _pi, row in podindex.matching_pods(
@@ -213,21 +222,6 @@ class PodTopologySpread:
             counts += np.bincount(np.asarray(rows, dtype=np.int64), minlength=nodes.size)[: nodes.size]
         return counts
 
-    def _domain_counts(
-        self, nodes: NodeTable, c: _Constraint, eligible: BoolArray, per_node: IntArray, only: set[str] | None = None
-    ) -> dict[str, int]:
-        col = nodes.label_column(c.key)
-        codes = col.codes[: nodes.size]
-        valid = eligible & (codes >= 0)
-        vc = codes[valid]
-        present = np.bincount(vc, minlength=len(col.values))
-        sums = np.bincount(vc, weights=per_node[valid], minlength=len(col.values)).astype(np.int64)
-        return {
-            col.values[k]: int(sums[k])
-            for k in np.flatnonzero(present).tolist()
-            if only is None or col.values[k] in only
-        }
-
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
@@ -236,7 +230,7 @@ class PodTopologySpread:
             return fw.PreFilterResult(fw.Status.skip())
         eligible = self._eligible(pod, nodes, constraints)
         counts = [
-            self._domain_counts(nodes, c, elig, self._node_counts(pod, nodes, c))
+            DomainCounts.of_rows(nodes, c.key, self._node_counts(pod, nodes, c), elig)
             for c, elig in zip(constraints, eligible, strict=True)
         ]
         self_match = [1 if c.matches(pod.labels) else 0 for c in constraints]
@@ -252,8 +246,8 @@ class PodTopologySpread:
         for c, counts, self_match in zip(s.constraints, s.counts, s.self_match, strict=True):
             col = nodes.label_column(c.key)
             codes = col.codes[rows]
-            per_code = np.asarray([counts.get(v, 0) for v in col.values] + [0], dtype=np.int64)
-            min_match = 0 if len(counts) < c.min_domains or not counts else min(counts.values())
+            per_code = counts.per_code(col)
+            min_match = 0 if counts.domains() < c.min_domains else counts.minimum()
             missing = codes < 0
             skew = per_code[codes] + self_match - min_match
             undecided = verdict == 0
@@ -280,8 +274,7 @@ class PodTopologySpread:
                 continue
             if c.honor_taints and first_untolerated(node.node.spec.taints, pod.pod.spec.tolerations, _do_not_schedule):
                 continue
-            v = node_labels[c.key]
-            counts[v] = counts.get(v, 0) + delta
+            counts.add(node_labels[c.key], delta)
 
     def add_pod(self, state: fw.CycleState, pod: PodInfo, added: PodInfo, node: NodeInfo) -> None:
         self._update(state, pod, added, node, 1)
@@ -300,7 +293,7 @@ class PodTopologySpread:
             has_all &= nodes.label_column(c.key).codes[rows] >= 0
         ignored = ~has_all
         eligible = self._eligible(pod, nodes, constraints)
-        counts: list[dict[str, int] | None] = []
+        counts: list[DomainCounts | None] = []
         weights: list[float] = []
         kept = rows[has_all]
         for c, elig in zip(constraints, eligible, strict=True):
@@ -309,9 +302,9 @@ class PodTopologySpread:
                 weights.append(float(np.log(len(kept) + 2)))
                 continue
             col = nodes.label_column(c.key)
-            domains = {col.values[k] for k in np.unique(col.codes[kept]).tolist() if k >= 0}
-            counts.append(self._domain_counts(nodes, c, elig, self._node_counts(pod, nodes, c), only=domains))
-            weights.append(float(np.log(len(domains) + 2)))
+            domains = int((np.unique(col.codes[kept]) >= 0).sum())
+            counts.append(DomainCounts.of_rows(nodes, c.key, self._node_counts(pod, nodes, c), elig))
+            weights.append(float(np.log(domains + 2)))
         state.write(PRE_SCORE_KEY, _PreScoreState(constraints, counts, weights, ignored))
         return fw.SUCCESS
 
@@ -326,8 +319,7 @@ class PodTopologySpread:
             if counts is None:
                 cnt = self._node_counts(pod, nodes, c)[rows]
             else:
-                per_code = np.asarray([counts.get(v, 0) for v in col.values] + [0], dtype=np.int64)
-                cnt = per_code[codes]
+                cnt = counts.per_code(col)[codes]
             total += np.where(codes >= 0, cnt * weight + (c.max_skew - 1), 0.0)
         out: IntArray = np.floor(total + 0.5).astype(np.int64)  # math.Round, non-negative
         out[s.ignored] = 0
