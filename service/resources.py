@@ -102,8 +102,17 @@ def _ceil(value: Fraction) -> int:
 
 def canonical(name: str, value: model.Quantity) -> int:
     """The contract's integer for a quantity of resource ``name``."""
+    if isinstance(value, str):
+        return _canonical_str(name == CPU, value)
     q = parse_quantity(value)
     return _ceil(q * 1000) if name == CPU else _ceil(q)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_str(milli: bool, text: str) -> int:
+    """canonical() of a quantity string; workloads repeat a few strings endlessly."""
+    q = _parse_str(text)
+    return _ceil(q * 1000) if milli else _ceil(q)
 
 
 def canonical_list(resources: Mapping[str, model.Quantity]) -> dict[str, int]:

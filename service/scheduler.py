@@ -128,13 +128,29 @@ class Scheduler:
         self._watchers: list[tuple[asyncio.Queue[scheduler_pb2.Decision], set[str]]] = []
         self.latest: dict[str, scheduler_pb2.Decision] = {}  # pod key -> last decision
         self._last_message: dict[str, str] = {}
+        self._pending_gauges: list[tuple[str, Any]] | None = None
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------ metrics & decisions
 
     def _queue_metrics(self, counts: dict[str, int]) -> None:
-        g = self.core.metrics.pending_pods
-        for q in ("active", "backoff", "unschedulable", "gated"):
-            g.labels(q).set(counts[q])
+        if self._pending_gauges is None:
+            g = self.core.metrics.pending_pods
+            self._pending_gauges = [(q, g.labels(q)) for q in ("active", "backoff", "unschedulable", "gated")]
+        for q, child in self._pending_gauges:
+            child.set(counts[q])
+
+    def _attempt_metrics(self, result: str, profile: str) -> tuple[Any, Any]:
+        """The (counter, histogram) children for one result and profile, looked up once."""
+        key = (result, profile)
+        children = self._attempt_children.get(key)
+        if children is None:
+            m = self.core.metrics
+            children = self._attempt_children[key] = (
+                m.schedule_attempts.labels(result, profile),
+                m.attempt_duration.labels(result, profile),
+            )
+        return children
 
     def emit(
         self,
@@ -438,8 +454,9 @@ class Scheduler:
     ) -> None:
         pod = qpi.info
         result = "error" if error else "unschedulable"
-        self.core.metrics.schedule_attempts.labels(result, fwk.name).inc()
-        self.core.metrics.attempt_duration.labels(result, fwk.name).observe(time.perf_counter() - started)
+        attempts, duration = self._attempt_metrics(result, fwk.name)
+        attempts.inc()
+        duration.observe(time.perf_counter() - started)
         self._last_message[pod.uid] = message
         kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
         self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
@@ -487,8 +504,9 @@ class Scheduler:
             return
         core.cache.finish_binding(pod.uid)
         fwk.run_post_bind(state, pod, node)
-        core.metrics.schedule_attempts.labels("scheduled", fwk.name).inc()
-        core.metrics.attempt_duration.labels("scheduled", fwk.name).observe(time.perf_counter() - started)
+        attempts, duration = self._attempt_metrics("scheduled", fwk.name)
+        attempts.inc()
+        duration.observe(time.perf_counter() - started)
         self._last_message.pop(pod.uid, None)
         self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
         source = core.pod_sources.get(pod.uid)

@@ -95,6 +95,9 @@ class Framework:
         self.bind: list[fw.BindPlugin] = at("bind")
         self.post_bind: list[fw.PostBindPlugin] = at("postBind")
         self.weights = dict(resolved.weights)
+        # Resolved once: isinstance against a runtime-checkable Protocol is slow per cycle.
+        self._normalizes = {p.NAME: isinstance(p, fw.ScoreNormalizer) for p in self.score}
+        self._score_weights = [(p, self.weights.get(p.NAME, 1)) for p in self.score]
         # Plugin durations, exported as scheduler_plugin_execution_duration_seconds.
         self.observe: Any = None
 
@@ -209,18 +212,18 @@ class Framework:
     def run_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> ScoreOutcome:
         total = np.zeros(len(rows), dtype=np.int64)
         by_plugin: dict[str, IntArray] = {}
-        for p in self.score:
+        for p, weight in self._score_weights:
             if p.NAME in state.skip_score:
                 continue
             raw = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
-            if isinstance(p, fw.ScoreNormalizer):
-                raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)
+            if self._normalizes[p.NAME]:
+                raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
             if raw.size and (raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE):
                 raise ValueError(
                     f"plugin {p.NAME} returned scores outside "
                     f"[{fw.MIN_NODE_SCORE}, {fw.MAX_NODE_SCORE}]: {raw.min()}..{raw.max()}"
                 )
-            weighted = raw * self.weights.get(p.NAME, 1)
+            weighted = raw * weight
             by_plugin[p.NAME] = weighted
             total += weighted
         return ScoreOutcome(rows, total, by_plugin)

@@ -569,22 +569,28 @@ class NodeResourcesFit:
             return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
         index = nodes.columns.index
         pods = index[resources.PODS]
-        too_many = nodes.req[rows, pods] + 1 > nodes.alloc[rows, pods]
+        size = nodes.size
+        # Compare whole contiguous columns, then pick the rows: cheaper than
+        # gathering every row of every column first.
+        too_many = (nodes.req[:size, pods] >= nodes.alloc[:size, pods])[rows]
         labels = [_TOO_MANY_PODS]
         if s.names:
             cols = np.asarray([index[name] for name in s.names], dtype=np.int64)
             need = np.asarray(s.amounts, dtype=np.int64)
-            alloc = nodes.alloc[np.ix_(rows, cols)]
-            short = need > alloc - nodes.req[np.ix_(rows, cols)]
-            unresolvable: BoolArray = np.asarray((short & (need > alloc)).any(axis=1), dtype=bool)
+            alloc_all = nodes.alloc[:size, cols]
+            short = (need > alloc_all - nodes.req[:size, cols])[rows]
+            bad: BoolArray = too_many | short.any(axis=1)
+            if not bad.any():
+                return fw.NodeVerdicts.all_ok(n)
+            unresolvable: BoolArray = np.asarray((short & (need > alloc_all[rows])).any(axis=1), dtype=bool)
             failed = np.column_stack([too_many, short])
             labels.extend(f"Insufficient {name}" for name in s.names)
         else:
+            bad = too_many
+            if not bad.any():
+                return fw.NodeVerdicts.all_ok(n)
             unresolvable = np.zeros(n, dtype=bool)
             failed = too_many[:, None]
-        bad: BoolArray = np.asarray(failed.any(axis=1), dtype=bool)
-        if not bad.any():
-            return fw.NodeVerdicts.all_ok(n)
         masks, inverse = _distinct_rows(np.column_stack([failed[bad], unresolvable[bad]]))
         statuses = []
         for mask in masks:
