@@ -106,6 +106,19 @@ class ScratchNode:
         self.table.add_pod_usage(0, pi, 1)
 
 
+def _extensions(fwk: Framework) -> list[PreFilterExtensions]:
+    """The profile's plugins with PreFilterExtensions, found once per framework
+    (isinstance against a runtime-checkable Protocol is slow in a hot loop)."""
+    found: list[PreFilterExtensions] | None = fwk.memo.get("prefilter_extensions")
+    if found is None:
+        found = []
+        for plugin in (*fwk.filter, *fwk.pre_filter):
+            if isinstance(plugin, PreFilterExtensions) and plugin not in found:
+                found.append(plugin)
+        fwk.memo["prefilter_extensions"] = found
+    return found
+
+
 def select_victims_on_node(
     fwk: Framework,
     pod: PodInfo,
@@ -131,6 +144,10 @@ def select_victims_on_node(
         st, _ = fwk.run_pre_filter(state, pod, snap)
         if not st.ok:
             return None
+    # A caller's state (the cycle's PreFilter result, shared by every
+    # candidate node, as kube-scheduler shares it through CycleState.Clone)
+    # is restored before returning: whatever the extensions were told was
+    # removed is added back.
     if candidates is None or not restrict_to_candidates:
         potential = [p for p in info.pods.values() if p.priority < pod.priority]
         if candidates is not None:
@@ -142,10 +159,7 @@ def select_victims_on_node(
         return None
 
     scratch = ScratchNode(snap, info)
-    extensions: list[PreFilterExtensions] = []
-    for plugin in (*fwk.filter, *fwk.pre_filter):
-        if isinstance(plugin, PreFilterExtensions) and plugin not in extensions:
-            extensions.append(plugin)
+    extensions = _extensions(fwk)
 
     def remove(v: PodInfo) -> None:
         if v.uid in scratch.info.pods:
@@ -161,9 +175,15 @@ def select_victims_on_node(
     def fits() -> bool:
         return bool(fwk.run_filter(state, pod, scratch.table, scratch.rows).ok[0])
 
+    def restore(gone: Sequence[PodInfo]) -> None:
+        for v in gone:
+            for ext in extensions:
+                ext.add_pod(state, pod, v, scratch.info)
+
     for v in potential:
         remove(v)
     if not fits():
+        restore(potential)
         return None
     potential.sort(key=more_important)
     violating, non_violating = _pdb_violations(potential, pdbs)
@@ -183,6 +203,7 @@ def select_victims_on_node(
             violations += 1
     for v in non_violating:
         reprieve(v)
+    restore(victims)
     return Victims(victims, violations)
 
 
@@ -202,7 +223,7 @@ def fits_with_nominated(
     if not added or info.node is None:
         return fw.SUCCESS
     scratch = ScratchNode(snap, info)
-    extensions: list[PreFilterExtensions] = [p for p in fwk.filter if isinstance(p, PreFilterExtensions)]
+    extensions = _extensions(fwk)
     for p in added:
         scratch.add(p)
         for ext in extensions:

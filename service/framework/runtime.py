@@ -98,6 +98,8 @@ class Framework:
         # Resolved once: isinstance against a runtime-checkable Protocol is slow per cycle.
         self._normalizes = {p.NAME: isinstance(p, fw.ScoreNormalizer) for p in self.score}
         self._score_weights = [(p, self.weights.get(p.NAME, 1)) for p in self.score]
+        # Derived facts other modules compute once per framework.
+        self.memo: dict[str, Any] = {}
         # Plugin durations, exported as scheduler_plugin_execution_duration_seconds.
         self.observe: Any = None
 

@@ -118,7 +118,7 @@ class DefaultPreemption:
             info = nodes.infos[r]
             if info is None:
                 continue
-            v = preemption.select_victims_on_node(fwk, pod, nodes, info, None, pdbs)
+            v = preemption.select_victims_on_node(fwk, pod, nodes, info, None, pdbs, state=state)
             if v is not None and v.victims:
                 candidates.append(_Candidate(info.name, v))
                 if len(candidates) >= want:
