@@ -177,3 +177,65 @@ async def test_deleting_a_pending_pod_removes_it_from_the_queue(berth: Berth) ->
     assert uid in berth.scheduler.queue
     berth.cluster.delete_pods(["default/ghost"])
     assert uid not in berth.scheduler.queue
+
+
+ZONES = {"a0": "za", "a1": "za", "b0": "zb", "c0": "zc"}
+
+
+def zone_nodes() -> list[model.Node]:
+    return [
+        make_node(
+            n, cpu="8", memory="16Gi", pods=110, labels={"topology.kubernetes.io/zone": z, "kubernetes.io/hostname": n}
+        )
+        for n, z in ZONES.items()
+    ]
+
+
+async def test_topology_spread_keeps_zones_within_max_skew(berth: Berth) -> None:
+    berth.nodes(*zone_nodes())
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "s"}},
+        }
+    ]
+    berth.pods(*(berth_pod(f"s{i}", labels={"app": "s"}, spec={"topologySpreadConstraints": spread}) for i in range(6)))
+    await berth.settle()
+    per_zone: dict[str, int] = {}
+    for node in berth.bound().values():
+        per_zone[ZONES[node]] = per_zone.get(ZONES[node], 0) + 1
+    assert per_zone == {"za": 2, "zb": 2, "zc": 2}
+
+
+async def test_required_anti_affinity_puts_one_replica_per_node_and_leaves_the_rest_pending(berth: Berth) -> None:
+    berth.nodes(*zone_nodes())
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}
+            ]
+        }
+    }
+    berth.pods(*(berth_pod(f"db{i}", labels={"app": "db"}, spec={"affinity": anti}) for i in range(5)))
+    await berth.settle()
+    bound = berth.bound()
+    assert sorted(bound.values()) == sorted(ZONES)
+    (left,) = [k for k in berth.cluster.pods if k not in bound]
+    assert "didn't match pod anti-affinity rules" in berth.scheduler.latest[left].message
+
+
+async def test_required_affinity_follows_the_pod_it_names(berth: Berth) -> None:
+    berth.nodes(*zone_nodes())
+    berth.pods(make_pod("cache", labels={"app": "cache"}, node_name="b0", scheduler_name="default-scheduler"))
+    aff = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "cache"}}}
+            ]
+        }
+    }
+    berth.pods(*(berth_pod(f"web{i}", spec={"affinity": aff}) for i in range(3)))
+    await berth.settle()
+    assert {berth.node_of(f"default/web{i}") for i in range(3)} == {"b0"}
