@@ -8,10 +8,10 @@ so it sees one consistent snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from service.metrics import Metrics
 from service.nodetable import NodeTable, PodInfo, Snapshot
 from service.sources import BindError, Source
 
-__all__ = ["Core", "VerbError"]
+__all__ = ["Core", "FilterResult", "PrioritizeResult", "VerbError"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,26 @@ MAX_EXTENDER_PRIORITY = 10
 
 LEGACY_SCHEDULER_ANNOTATION = "scheduler.alpha.kubernetes.io/name"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
+@dataclasses.dataclass(slots=True)
+class FilterResult:
+    """The extender Filter's answer before any wire format: names that pass
+    (in input order) and, for the others, why."""
+
+    passed: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    unresolvable: dict[str, str] = dataclasses.field(default_factory=dict)
+    error: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class PrioritizeResult:
+    """Scores (0..MAX_EXTENDER_PRIORITY) aligned with ``names``."""
+
+    names: list[str]
+    scores: IntArray
+    error: str = ""
 
 
 class VerbError(ValueError):
@@ -79,6 +99,8 @@ class Core:
         self.uid_by_key: dict[str, str] = {}
         self.pod_groups: dict[str, model.PodGroup] = {}
         self.pdbs: dict[str, model.PodDisruptionBudget] = {}
+        # (table, names, rows): the last node-name resolution, reused by the verb that asked for it.
+        self._resolved: tuple[NodeTable, list[str], IntArray] | None = None
         self.default_source: Source | None = None
         self._snapshot: Snapshot = self.cache.new_snapshot()
         self.ready = False
@@ -166,10 +188,18 @@ class Core:
             return self.table_of_nodes(objs), [n.metadata.name for n in objs], {}
         snap = self.snapshot()
         names = list(node_set.node_names)
-        missing = {
-            n: "node is unknown to Berth's cache" for n in names if n not in snap.index or not snap.alive[snap.index[n]]
-        }
-        return snap, names, missing
+        return snap, names, self._unknown(snap, names)
+
+    def _unknown(self, snap: NodeTable, names: list[str]) -> dict[str, str]:
+        """Names that are not alive nodes of the cache (one dict lookup a name, the rest numpy).
+        The rows of the known ones are remembered for the evaluation that follows."""
+        rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+        known = rows >= 0
+        known[known] = snap.alive[rows[known]]
+        self._resolved = (snap, names, rows[known])
+        if known.all():
+            return {}
+        return {names[k]: "node is unknown to Berth's cache" for k in np.flatnonzero(~known).tolist()}
 
     def table_of_nodes(self, nodes: list[model.Node]) -> NodeTable:
         """A table of exactly ``nodes`` (the extender's full-object mode), with
@@ -193,8 +223,10 @@ class Core:
                     dst_info.used_ports = src_info.used_ports
         return table
 
-    @staticmethod
-    def _rows(table: NodeTable, names: Iterable[str]) -> IntArray:
+    def _rows(self, table: NodeTable, names: list[str]) -> IntArray:
+        resolved = self._resolved
+        if resolved is not None and resolved[0] is table and resolved[1] is names:
+            return resolved[2]
         return np.asarray([table.index[n] for n in names], dtype=np.int64)
 
     def _pod_info(self, pod_pb: model_pb2.Pod) -> PodInfo:
@@ -222,96 +254,124 @@ class Core:
         """kube-scheduler's extender Filter (findNodesThatPassExtenders' peer)."""
         pod = self._pod_info(req.pod)
         table, names, missing = self._table_for(None, req.nodes)
-        return self._filter(pod, req.profile, table, names, missing)
+        res = self._filter(pod, req.profile, table, names, missing)
+        return scheduler_pb2.FilterResponse(
+            node_names=res.passed,
+            failed_nodes=res.failed,
+            failed_and_unresolvable_nodes=res.unresolvable,
+            error=res.error,
+        )
 
-    def filter_nodes(self, pod: model.Pod, nodes: list[model.Node], profile: str = "") -> scheduler_pb2.FilterResponse:
-        """:meth:`filter` for full node objects already decoded (the HTTP
-        extender's ``nodeCacheCapable: false`` mode), sparing a protobuf
-        round trip of every node."""
-        table = self.table_of_nodes(nodes)
-        return self._filter(self._pod_info_of(pod), profile, table, [n.metadata.name for n in nodes], {})
+    def filter_model(
+        self,
+        pod: model.Pod,
+        *,
+        names: list[str] | None = None,
+        nodes: list[model.Node] | None = None,
+        profile: str = "",
+    ) -> FilterResult:
+        """:meth:`filter` without protobuf: node names resolved in the cache,
+        or full node objects already decoded (the HTTP extender's two modes).
+        Building a protobuf message per node would cost more than judging it."""
+        pi = self._pod_info_of(pod)
+        if nodes is not None:
+            return self._filter(pi, profile, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {})
+        snap = self.snapshot()
+        names = names or []
+        return self._filter(pi, profile, snap, names, self._unknown(snap, names))
 
     def _filter(
         self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
-    ) -> scheduler_pb2.FilterResponse:
+    ) -> FilterResult:
         fwk = self.framework_for(profile)
-        resp = scheduler_pb2.FilterResponse()
-        for n, why in missing.items():
-            resp.failed_and_unresolvable_nodes[n] = why
-        known = [n for n in names if n not in missing]
+        res = FilterResult(unresolvable=dict(missing))
+        known = [n for n in names if n not in missing] if missing else names
+        if missing:
+            self._resolved = None
         if self._pass_through(pod):
-            resp.node_names.extend(known)
-            return resp
+            res.passed = list(known)
+            return res
         state = fw.CycleState()
         status, allowed = fwk.run_pre_filter(state, pod, table)
         if not status.ok:
             if status.code == fw.Code.ERROR:
-                resp.error = f"{status.plugin}: {status.message()}"
-                return resp
-            target = (
-                resp.failed_and_unresolvable_nodes
-                if status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-                else resp.failed_nodes
-            )
+                res.error = f"{status.plugin}: {status.message()}"
+                return res
+            unresolvable = status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            target = res.unresolvable if unresolvable else res.failed
             for n in known:
                 target[n] = status.message()
-            return resp
+            return res
         if allowed is not None:
             for n in known:
                 if n not in allowed:
-                    resp.failed_and_unresolvable_nodes[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
+                    res.unresolvable[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
             known = [n for n in known if n in allowed]
         rows = self._rows(table, known)
         out = fwk.run_filter(state, pod, table, rows)
-        ok = out.ok.tolist()
-        reasons = out.reason.tolist()
-        for name, passed, ri in zip(known, ok, reasons, strict=True):
-            if passed:
-                resp.node_names.append(name)
-                continue
-            st = out.statuses[ri]
-            if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                resp.failed_and_unresolvable_nodes[name] = st.message()
-            else:
-                resp.failed_nodes[name] = st.message()
-        return resp
+        if out.ok.all():
+            res.passed = list(known)
+            return res
+        res.passed = [known[k] for k in np.flatnonzero(out.ok).tolist()]
+        for k in np.flatnonzero(~out.ok).tolist():
+            st = out.statuses[int(out.reason[k])]
+            target = res.unresolvable if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE else res.failed
+            target[known[k]] = st.message()
+        return res
 
     def prioritize(self, req: scheduler_pb2.PrioritizeRequest) -> scheduler_pb2.PrioritizeResponse:
         """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
         pod = self._pod_info(req.pod)
         table, names, missing = self._table_for(None, req.nodes)
-        return self._prioritize(pod, req.profile, table, names, missing)
+        res = self._prioritize(pod, req.profile, table, names, missing)
+        resp = scheduler_pb2.PrioritizeResponse(error=res.error)
+        for n, score in zip(res.names, res.scores.tolist(), strict=True):
+            resp.host_priorities.add(host=n, score=score)
+        return resp
 
-    def prioritize_nodes(
-        self, pod: model.Pod, nodes: list[model.Node], profile: str = ""
-    ) -> scheduler_pb2.PrioritizeResponse:
-        """:meth:`prioritize` for full node objects already decoded (see :meth:`filter_nodes`)."""
-        table = self.table_of_nodes(nodes)
-        return self._prioritize(self._pod_info_of(pod), profile, table, [n.metadata.name for n in nodes], {})
+    def prioritize_model(
+        self,
+        pod: model.Pod,
+        *,
+        names: list[str] | None = None,
+        nodes: list[model.Node] | None = None,
+        profile: str = "",
+    ) -> PrioritizeResult:
+        """:meth:`prioritize` without protobuf (see :meth:`filter_model`)."""
+        pi = self._pod_info_of(pod)
+        if nodes is not None:
+            return self._prioritize(pi, profile, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {})
+        snap = self.snapshot()
+        names = names or []
+        return self._prioritize(pi, profile, snap, names, self._unknown(snap, names))
 
     def _prioritize(
         self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
-    ) -> scheduler_pb2.PrioritizeResponse:
+    ) -> PrioritizeResult:
         fwk = self.framework_for(profile)
-        resp = scheduler_pb2.PrioritizeResponse()
-        known = [n for n in names if n not in missing]
-        totals: dict[str, int] = {}
-        if known and not self._pass_through(pod):
-            state = fw.CycleState()
-            status, _ = fwk.run_pre_filter(state, pod, table)
-            if status.ok or status.code == fw.Code.SKIP:
-                rows = self._rows(table, known)
-                st = fwk.run_pre_score(state, pod, table, rows)
-                if not st.ok:
-                    resp.error = f"{st.plugin}: {st.message()}"
-                    return resp
-                scores = fwk.run_score(state, pod, table, rows)
-                top = max(fwk.max_total_score, 1)
-                scaled = (scores.total * MAX_EXTENDER_PRIORITY + top // 2) // top
-                totals = dict(zip(known, scaled.tolist(), strict=True))
-        for n in names:
-            resp.host_priorities.add(host=n, score=int(totals.get(n, 0)))
-        return resp
+        scores = np.zeros(len(names), dtype=np.int64)
+        res = PrioritizeResult(names, scores)
+        known_at = np.asarray([k for k, n in enumerate(names) if n not in missing], dtype=np.int64) if missing else None
+        known = [names[k] for k in known_at.tolist()] if known_at is not None else names
+        if not known or self._pass_through(pod):
+            return res
+        state = fw.CycleState()
+        status, _ = fwk.run_pre_filter(state, pod, table)
+        if not (status.ok or status.code == fw.Code.SKIP):
+            return res
+        rows = self._rows(table, known)
+        st = fwk.run_pre_score(state, pod, table, rows)
+        if not st.ok:
+            res.error = f"{st.plugin}: {st.message()}"
+            return res
+        total = fwk.run_score(state, pod, table, rows).total
+        top = max(fwk.max_total_score, 1)
+        scaled = (total * MAX_EXTENDER_PRIORITY + top // 2) // top
+        if known_at is None:
+            res.scores = scaled
+        else:
+            scores[known_at] = scaled
+        return res
 
     def preempt(self, req: scheduler_pb2.PreemptRequest) -> scheduler_pb2.PreemptResponse:
         """Keep the candidates where removing (some of) the victims makes the pod fit."""
@@ -369,7 +429,7 @@ class Core:
             unknown = [n for n in req.node_names if n not in snap.index]
             if unknown:
                 raise VerbError(f"node_names: unknown node(s) {', '.join(unknown)}")
-            rows = self._rows(snap, req.node_names)
+            rows = self._rows(snap, list(req.node_names))
         resp = scheduler_pb2.ExplainResponse(profile=fwk.name)
         if self.scheduler is not None:
             resp.queue.CopyFrom(self.scheduler.queue_state(pod.uid))

@@ -24,6 +24,10 @@ with ``{"Error": "..."}``; bodies over ``http.maxBodyBytes`` get 413.
 Decoding is msgspec's (top level as raw fields so keys can be matched
 without regard to case, nested objects decoded straight into the core's
 structs); nodes in full mode are kept as raw bytes to be echoed unchanged.
+Filter and Prioritize call the core's model-level verbs
+(``Core.filter_model`` / ``prioritize_model``, what the protobuf verbs wrap),
+so no protobuf message is built per node; Preempt and Bind go through the
+protobuf verbs.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from aiohttp import web
 from berth.v1 import scheduler_pb2
 
 from service import convert, model
-from service.core import Core, VerbError
+from service.core import Core, FilterResult, VerbError
 
 __all__ = ["ExtenderError", "add_routes"]
 
@@ -130,15 +134,22 @@ class _Args:
         self.nodes = [_decode(_node, r, f"Nodes.items[{i}]") for i, r in enumerate(self.raw_nodes)]
 
 
-def _filter_body(args: _Args, resp: scheduler_pb2.FilterResponse) -> bytes:
-    failed = dict(resp.failed_nodes)
-    unresolvable = dict(resp.failed_and_unresolvable_nodes)
+class _HostPriority(msgspec.Struct):
+    """extenderv1.HostPriority."""
+
+    Host: str
+    Score: int
+
+
+def _filter_body(args: _Args, res: FilterResult) -> bytes:
+    failed = res.failed
+    unresolvable = res.unresolvable
     if args.names is not None:
         nodes: Any = None
-        names: Any = list(resp.node_names)
+        names: Any = res.passed
     else:
         assert args.nodes is not None and args.raw_nodes is not None
-        passed = set(resp.node_names)
+        passed = set(res.passed)
         keep = [raw for raw, n in zip(args.raw_nodes, args.nodes, strict=True) if n.metadata.name in passed]
         nodes = {"metadata": {}, "items": keep}
         names = None
@@ -148,7 +159,7 @@ def _filter_body(args: _Args, resp: scheduler_pb2.FilterResponse) -> bytes:
             "NodeNames": names,
             "FailedNodes": failed,
             "FailedAndUnresolvableNodes": unresolvable,
-            "Error": resp.error,
+            "Error": res.error,
         }
     )
 
@@ -260,29 +271,18 @@ def add_routes(app: web.Application, core: Core) -> None:
     prefix = "/" + core.cfg.extender.url_prefix.strip("/")
     prefix = "" if prefix == "/" else prefix
 
-    def evaluate(args: _Args, verb: str) -> Any:
-        """Names go through the protobuf verb; full nodes, already decoded,
-        through the core's model-level twin (no protobuf round trip per node)."""
-        if args.names is not None:
-            nodes = scheduler_pb2.NodeSet(node_names=args.names)
-            pod = convert.pod_to_pb(args.pod)
-            if verb == "filter":
-                return core.filter(scheduler_pb2.FilterRequest(pod=pod, nodes=nodes))
-            return core.prioritize(scheduler_pb2.PrioritizeRequest(pod=pod, nodes=nodes))
-        assert args.nodes is not None
-        if verb == "filter":
-            return core.filter_nodes(args.pod, args.nodes)
-        return core.prioritize_nodes(args.pod, args.nodes)
-
     async def filter_(body: bytes) -> web.Response:
         args = _Args(body)
-        return _response(_filter_body(args, evaluate(args, "filter")))
+        return _response(_filter_body(args, core.filter_model(args.pod, names=args.names, nodes=args.nodes)))
 
     async def prioritize(body: bytes) -> web.Response:
-        resp = evaluate(_Args(body), "prioritize")
-        if resp.error:
-            return _error(resp.error, 500)
-        return _response(_encoder.encode([{"Host": h.host, "Score": h.score} for h in resp.host_priorities]))
+        args = _Args(body)
+        res = core.prioritize_model(args.pod, names=args.names, nodes=args.nodes)
+        if res.error:
+            return _error(res.error, 500)
+        return _response(
+            _encoder.encode([_HostPriority(n, s) for n, s in zip(res.names, res.scores.tolist(), strict=True)])
+        )
 
     async def preempt(body: bytes) -> web.Response:
         resp = core.preempt(_preempt_request(body))
