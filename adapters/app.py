@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from pathlib import Path
@@ -57,6 +58,10 @@ async def serve(
             feed.log_summary()
         core.ready = True
 
+    # The loaded cluster is long-lived: keep it out of the cyclic GC's
+    # generations so collections stay short while requests are served.
+    gc.collect()
+    gc.freeze()
     runner, http_port = await http_server.start(core, server_ssl_context(cfg.http.tls))
     grpc = GrpcServer(core, feed, cfg)
     await grpc.start()

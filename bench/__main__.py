@@ -21,7 +21,7 @@ FULL = [
     ["bench.core", "throughput", "--workload", "basic", "--nodes", "5000", "--pods", "10000"],
     ["bench.core", "throughput", "--workload", "spread", "--nodes", "5000", "--pods", "5000"],
     ["bench.core", "throughput", "--workload", "anti-affinity", "--nodes", "5000", "--pods", "4000"],
-    ["bench.core", "throughput", "--workload", "preemption", "--nodes", "5000", "--pods", "2000"],
+    ["bench.core", "throughput", "--workload", "preemption", "--nodes", "5000", "--pods", "300", "--repeat", "2"],
     ["bench.core", "memory", "--nodes", "5000", "--pods", "50000"],
     ["bench.extender", "cache", "--nodes", "5000"],
     ["bench.extender", "full", "--nodes", "5000"],

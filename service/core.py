@@ -101,6 +101,7 @@ class Core:
         self.pdbs: dict[str, model.PodDisruptionBudget] = {}
         # (table, names, rows): the last node-name resolution, reused by the verb that asked for it.
         self._resolved: tuple[NodeTable, list[str], IntArray] | None = None
+        self._resolutions: dict[tuple[int, tuple[str, ...]], tuple[IntArray, dict[str, str]]] = {}
         self.default_source: Source | None = None
         self._snapshot: Snapshot = self.cache.new_snapshot()
         self.ready = False
@@ -191,15 +192,30 @@ class Core:
         return snap, names, self._unknown(snap, names)
 
     def _unknown(self, snap: NodeTable, names: list[str]) -> dict[str, str]:
-        """Names that are not alive nodes of the cache (one dict lookup a name, the rest numpy).
-        The rows of the known ones are remembered for the evaluation that follows."""
-        rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
-        known = rows >= 0
-        known[known] = snap.alive[rows[known]]
-        self._resolved = (snap, names, rows[known])
-        if known.all():
-            return {}
-        return {names[k]: "node is unknown to Berth's cache" for k in np.flatnonzero(~known).tolist()}
+        """Names that are not alive nodes of the cache; the rows of the known
+        ones are remembered for the evaluation that follows.
+
+        kube-scheduler sends the same node list again and again (every pod's
+        filter, then its prioritize with the survivors), so resolutions are
+        memoised per list while the set of nodes (``shape_version``) holds.
+        """
+        key = (snap.shape_version, tuple(names))
+        hit = self._resolutions.get(key)
+        if hit is None:
+            rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            known = rows >= 0
+            known[known] = snap.alive[rows[known]]
+            missing = (
+                {}
+                if known.all()
+                else {names[k]: "node is unknown to Berth's cache" for k in np.flatnonzero(~known).tolist()}
+            )
+            hit = (rows[known], missing)
+            if len(self._resolutions) >= 8:
+                del self._resolutions[next(iter(self._resolutions))]
+            self._resolutions[key] = hit
+        self._resolved = (snap, names, hit[0])
+        return dict(hit[1])
 
     def table_of_nodes(self, nodes: list[model.Node]) -> NodeTable:
         """A table of exactly ``nodes`` (the extender's full-object mode), with

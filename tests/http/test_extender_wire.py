@@ -261,3 +261,15 @@ async def test_requests_are_counted_in_metrics(client: Any) -> None:
     text = await (await c.get("/metrics")).text()
     assert 'berth_extender_requests_total{code="200",verb="filter"} 1.0' in text
     assert 'berth_extender_requests_total{code="400",verb="filter"} 1.0' in text
+
+
+@pytest.mark.parametrize(
+    ("names", "scores"),
+    [([], []), (["a"], [0]), (["n-1", "n-2", "n-3"], [10, 5, 0]), (['we"ird\\name', "é"], [3, 11])],
+    ids=["empty", "one", "several", "characters JSON must escape, score out of the usual range"],
+)
+def test_host_priority_list_is_byte_identical_to_a_json_encoder(names: list[str], scores: list[int]) -> None:
+    from adapters.http.extender import _host_priority_list
+
+    want = msgspec.json.encode([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
+    assert _host_priority_list(names, scores) == want
