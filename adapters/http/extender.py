@@ -62,10 +62,37 @@ class _NodeList(msgspec.Struct):
     items: list[msgspec.Raw] | None = None
 
 
+class _LeanStatus(msgspec.Struct, rename="camel"):
+    capacity: model.ResourceList = {}
+    allocatable: model.ResourceList = {}
+
+
+class _LeanNode(msgspec.Struct):
+    """A Node without ``status.images``: Filter never looks at images, and
+    decoding a realistic node's dozens of image names is most of its cost."""
+
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: model.NodeSpec = msgspec.field(default_factory=model.NodeSpec)
+    status: _LeanStatus = msgspec.field(default_factory=_LeanStatus)
+
+    def to_model(self) -> model.Node:
+        status = model.NodeStatus(capacity=self.status.capacity, allocatable=self.status.allocatable)
+        return model.Node(metadata=self.metadata, spec=self.spec, status=status)
+
+
+class _LeanNodeList(msgspec.Struct):
+    items: list[_LeanNode] | None = None
+
+
+class _FullNodeList(msgspec.Struct):
+    items: list[model.Node] | None = None
+
+
 _raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 _pod = msgspec.json.Decoder(model.Pod)
-_node = msgspec.json.Decoder(model.Node)
+_lean_nodes = msgspec.json.Decoder(_LeanNodeList)
+_full_nodes = msgspec.json.Decoder(_FullNodeList)
 _node_list = msgspec.json.Decoder(_NodeList)
 _names = msgspec.json.Decoder(list[str] | None)
 _encoder = msgspec.json.Encoder()
@@ -115,7 +142,7 @@ def _pod_of(f: dict[str, msgspec.Raw]) -> model.Pod:
 class _Args:
     """ExtenderArgs: the pod and either node names or full nodes."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, *, images: bool = True) -> None:
         f = _fields(body, "ExtenderArgs")
         self.pod = _pod_of(f)
         self.names: list[str] | None = None
@@ -132,7 +159,10 @@ class _Args:
         assert nodes_raw is not None
         node_list: _NodeList = _decode(_node_list, nodes_raw, "Nodes")
         self.raw_nodes = node_list.items or []
-        self.nodes = [_decode(_node, r, f"Nodes.items[{i}]") for i, r in enumerate(self.raw_nodes)]
+        if images:
+            self.nodes = _decode(_full_nodes, nodes_raw, "Nodes").items or []
+        else:
+            self.nodes = [n.to_model() for n in _decode(_lean_nodes, nodes_raw, "Nodes").items or []]
 
 
 _host_prefix: dict[str, bytes] = {}
@@ -294,7 +324,7 @@ def add_routes(app: web.Application, core: Core) -> None:
     prefix = "" if prefix == "/" else prefix
 
     async def filter_(body: bytes) -> web.Response:
-        args = _Args(body)
+        args = _Args(body, images=False)
         return _response(_filter_body(args, core.filter_model(args.pod, names=args.names, nodes=args.nodes)))
 
     async def prioritize(body: bytes) -> web.Response:
