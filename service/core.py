@@ -289,12 +289,19 @@ class Core:
         """:meth:`filter` without protobuf: node names resolved in the cache,
         or full node objects already decoded (the HTTP extender's two modes).
         Building a protobuf message per node would cost more than judging it."""
+        pi, table, names, missing = self._model_inputs(pod, names, nodes)
+        return self._filter(pi, profile, table, names, missing)
+
+    def _model_inputs(
+        self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | None
+    ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str]]:
+        """The pod, the table to judge on, the input names in order, and the unknown ones."""
         pi = self._pod_info_of(pod)
         if nodes is not None:
-            return self._filter(pi, profile, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {})
+            return pi, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {}
         snap = self.snapshot()
         names = names or []
-        return self._filter(pi, profile, snap, names, self._unknown(snap, names))
+        return pi, snap, names, self._unknown(snap, names)
 
     def _filter(
         self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
@@ -354,12 +361,8 @@ class Core:
         profile: str = "",
     ) -> PrioritizeResult:
         """:meth:`prioritize` without protobuf (see :meth:`filter_model`)."""
-        pi = self._pod_info_of(pod)
-        if nodes is not None:
-            return self._prioritize(pi, profile, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {})
-        snap = self.snapshot()
-        names = names or []
-        return self._prioritize(pi, profile, snap, names, self._unknown(snap, names))
+        pi, table, names, missing = self._model_inputs(pod, names, nodes)
+        return self._prioritize(pi, profile, table, names, missing)
 
     def _prioritize(
         self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
