@@ -3,9 +3,11 @@ understood both ways, in both node modes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import wait_for
 from tests.e2e.controlplane import bed
@@ -38,32 +40,31 @@ BERTH_CONFIG = {
 ALLOWED = ("ext-ok", "ext-ok-2")
 
 
-def scheduler_config(port: int, cache_capable: bool) -> dict[str, Any]:
-    return {
-        "profiles": [{"schedulerName": "default-scheduler"}, {"schedulerName": "berth-extender"}],
-        "extenders": [
-            {
-                "urlPrefix": f"http://127.0.0.1:{port}/scheduler",
-                "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
-                "preemptVerb": "preempt",
-                "bindVerb": "bind",
-                "weight": 5,
-                "nodeCacheCapable": cache_capable,
-                "enableHTTPS": False,
-                "ignorable": False,
-            }
-        ],
-    }
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kube-scheduler-extender.yaml"
+
+
+def scheduler_config(port: int, cache_capable: bool, *, managed: bool = True) -> dict[str, Any]:
+    """examples/kube-scheduler-extender.yaml, adapted to the bed's ports and
+    kubeconfig. Without ``managed`` its managedResources go, so kube-scheduler
+    consults Berth for every pod (with them, only for pods requesting one)."""
+    cfg: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    cfg.pop("clientConnection", None)  # the bed supplies its admin kubeconfig
+    ext = cfg["extenders"][0]
+    ext["urlPrefix"] = f"http://127.0.0.1:{port}/scheduler"
+    ext["nodeCacheCapable"] = cache_capable
+    if not managed:
+        ext.pop("managedResources", None)
+    return cfg
 
 
 @pytest.fixture(scope="module")
 def nodes(control_plane: bed.ControlPlane) -> None:
     control_plane.create_node("ext-plain-0", cpu="4", memory="8Gi")
     control_plane.create_node("ext-plain-1", cpu="4", memory="8Gi")
-    control_plane.create_node("ext-ok", cpu="4", memory="8Gi", labels={"berth-ok": "true"})
+    gpus = {"example.com/gpu": "2"}
+    control_plane.create_node("ext-ok", cpu="4", memory="8Gi", labels={"berth-ok": "true"}, extra=gpus)
     # Two allowed nodes, or kube-scheduler skips scoring (one feasible node).
-    control_plane.create_node("ext-ok-2", cpu="4", memory="8Gi", labels={"berth-ok": "true"})
+    control_plane.create_node("ext-ok-2", cpu="4", memory="8Gi", labels={"berth-ok": "true"}, extra=gpus)
 
 
 @pytest.mark.parametrize("cache_capable", [True, False], ids=["nodeCacheCapable", "full Node objects"])
@@ -72,7 +73,7 @@ def test_kube_scheduler_filters_prioritizes_and_binds_through_berth(
 ) -> None:
     berth = start_berth(BERTH_CONFIG)
     sched = control_plane.start_kube_scheduler(
-        scheduler_config(berth.http_port, cache_capable), name=f"ks-{cache_capable}"
+        scheduler_config(berth.http_port, cache_capable, managed=False), name=f"ks-{cache_capable}"
     )
     try:
         names = [f"via-ext-{cache_capable}-{i}".lower() for i in range(3)]
@@ -96,7 +97,7 @@ def test_a_pod_berth_rejects_everywhere_stays_pending_with_berths_reason(
     nodes: None, control_plane: bed.ControlPlane, kube: bed.Kube, start_berth: Any
 ) -> None:
     berth = start_berth(BERTH_CONFIG)
-    sched = control_plane.start_kube_scheduler(scheduler_config(berth.http_port, True), name="ks-reject")
+    sched = control_plane.start_kube_scheduler(scheduler_config(berth.http_port, True, managed=False), name="ks-reject")
     try:
         kube.create(pod("too-big-for-ext-ok", scheduler="berth-extender", cpu="6"))
 
@@ -110,5 +111,30 @@ def test_a_pod_berth_rejects_everywhere_stays_pending_with_berths_reason(
         message = wait_for("FailedScheduling from kube-scheduler", failed_message, 60)
         assert "scheduler-enforced node affinity" in message or "Insufficient cpu" in message
         assert node_of(kube, "too-big-for-ext-ok") is None
+    finally:
+        sched.stop()
+
+
+def test_a_managed_resource_only_berth_accounts_for_is_never_overcommitted(
+    nodes: None, control_plane: bed.ControlPlane, kube: bed.Kube, start_berth: Any
+) -> None:
+    """The example marks example.com/gpu ignoredByScheduler: kube-scheduler does
+    not count it, Berth does: 4 GPUs in all, 5 pods asking for one each."""
+    berth = start_berth(BERTH_CONFIG)
+    sched = control_plane.start_kube_scheduler(scheduler_config(berth.http_port, True), name="ks-gpu")
+    try:
+        names = [f"gpu-{i}" for i in range(5)]
+        for n in names:
+            p = pod(n, scheduler="berth-extender")
+            p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+            p["spec"]["containers"][0]["resources"]["limits"] = {"example.com/gpu": "1"}
+            kube.create(p)
+            # One at a time: Berth's cache must have seen the previous binding.
+            if n != names[-1]:
+                wait_for(f"{n} bound", lambda n=n: node_of(kube, n), 60)
+        placed = [node_of(kube, n) for n in names]
+        assert sorted(x for x in placed[:4] if x) == ["ext-ok", "ext-ok", "ext-ok-2", "ext-ok-2"]
+        with pytest.raises(AssertionError):
+            wait_for("the fifth GPU pod stays pending", lambda: node_of(kube, names[-1]), 5)
     finally:
         sched.stop()

@@ -4,6 +4,7 @@ an API server that goes away."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tests.e2e.conftest import wait_for
@@ -61,14 +62,27 @@ def test_a_high_priority_pod_preempts_lower_priority_ones(
 def test_berth_survives_the_api_server_going_away(
     control_plane: bed.ControlPlane, kube: bed.Kube, start_berth: Any
 ) -> None:
-    control_plane.create_node("fault-0", cpu="4", memory="8Gi")
+    """The watch is cut and the API server restarted mid-run: Berth relists,
+    loses no pod and binds none twice."""
+    control_plane.create_node("fault-0", cpu="64", memory="128Gi")
     berth = start_berth()
     kube.create(pod("before-outage"))
     wait_for("before-outage bound", lambda: node_of(kube, "before-outage"), 30)
-    control_plane.stop_apiserver()
-    # Berth stays up and keeps answering health checks while the API is gone.
-    assert berth.get("/healthz")[0] == 200
+    during = [f"mid-run-{i}" for i in range(20)]
+    for name in during:
+        kube.create(pod(name))
+    control_plane.stop_apiserver()  # some of these are being bound right now
+    assert berth.get("/healthz")[0] == 200  # Berth stays up while the API is gone
+    time.sleep(2)
     control_plane.start_apiserver()
-    kube.create(pod("after-outage"))
-    assert wait_for("after-outage bound once the API is back", lambda: node_of(kube, "after-outage"), 60)
+    after = [f"after-outage-{i}" for i in range(5)]
+    for name in after:
+        kube.create(pod(name))
+    wait_for("every pod bound once the API is back", lambda: all(node_of(kube, n) for n in during + after), 90)
     assert berth.process.alive()
+    _status, events = kube.request("GET", "/apis/events.k8s.io/v1/namespaces/default/events")
+    scheduled = [e["regarding"]["name"] for e in events["items"] if e.get("reason") == "Scheduled"]
+    twice = {n for n in scheduled if scheduled.count(n) > 1}
+    assert not twice, f"bound twice: {twice}"
+    log = berth.process.log.read_text()
+    assert "Task exception was never retrieved" not in log, "a background task died unnoticed"
