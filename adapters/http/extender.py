@@ -185,10 +185,11 @@ def _host_priority_list(names: list[str], scores: list[int]) -> bytes:
         if n not in prefix:
             prefix[n] = b',{"Host":' + _encoder.encode(n) + b',"Score":'
     suffix = _score_suffix
+    if min(scores) < 0 or max(scores) > 10:  # outside MinExtenderPriority..MaxExtenderPriority
+        suffix = {**suffix, **{v: b"%d}" % v for v in set(scores)}}
+    # Every step below iterates in C: map/zip/chain/join, no Python frame per node.
     body = b"".join(
-        itertools.chain.from_iterable(
-            zip(map(prefix.__getitem__, names), (suffix.get(s) or b"%d}" % s for s in scores), strict=True)
-        )
+        itertools.chain.from_iterable(zip(map(prefix.__getitem__, names), map(suffix.__getitem__, scores), strict=True))
     )
     return b"[" + body[1:] + b"]"
 
