@@ -43,7 +43,29 @@ async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
         await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    _skip_proxy_lookups(api)
+    return api
+
+
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NETRC")
+
+
+def _skip_proxy_lookups(api: client.ApiClient) -> None:
+    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``,
+    so every request looks up proxy variables and ~/.netrc in a worker thread
+    (two thread hops per Binding, event and patch). With none of those
+    variables set there is nothing to find: turn the lookups off. With any
+    set, the session is left as the library made it."""
+    if any(os.environ.get(k) for k in _PROXY_ENV) or configuration_has_proxy(api):
+        return
+    session = getattr(api.rest_client, "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
+def configuration_has_proxy(api: client.ApiClient) -> bool:
+    return bool(getattr(api.configuration, "proxy", None))
 
 
 class KubernetesRunner:
