@@ -140,8 +140,9 @@ class Scheduler:
         for q, child in self._pending_gauges:
             child.set(counts[q])
 
-    def _attempt_metrics(self, result: str, profile: str) -> tuple[Any, Any]:
-        """The (counter, histogram) children for one result and profile, looked up once."""
+    def _count_attempt(self, result: str, profile: str, started: float) -> None:
+        """scheduler_schedule_attempts_total and the attempt duration; the
+        labelled children are looked up once (labels() is slow per pod)."""
         key = (result, profile)
         children = self._attempt_children.get(key)
         if children is None:
@@ -150,7 +151,8 @@ class Scheduler:
                 m.schedule_attempts.labels(result, profile),
                 m.attempt_duration.labels(result, profile),
             )
-        return children
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
 
     def emit(
         self,
@@ -454,9 +456,7 @@ class Scheduler:
     ) -> None:
         pod = qpi.info
         result = "error" if error else "unschedulable"
-        attempts, duration = self._attempt_metrics(result, fwk.name)
-        attempts.inc()
-        duration.observe(time.perf_counter() - started)
+        self._count_attempt(result, fwk.name, started)
         self._last_message[pod.uid] = message
         kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
         self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
@@ -504,9 +504,7 @@ class Scheduler:
             return
         core.cache.finish_binding(pod.uid)
         fwk.run_post_bind(state, pod, node)
-        attempts, duration = self._attempt_metrics("scheduled", fwk.name)
-        attempts.inc()
-        duration.observe(time.perf_counter() - started)
+        self._count_attempt("scheduled", fwk.name, started)
         self._last_message.pop(pod.uid, None)
         self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
         source = core.pod_sources.get(pod.uid)

@@ -157,6 +157,9 @@ class _Args:
         if _is_null(nodes_raw):
             raise ExtenderError("ExtenderArgs: either NodeNames or Nodes is required")
         assert nodes_raw is not None
+        # Two passes over the same bytes, both in msgspec's C code: one keeps
+        # each item's raw JSON (answered back unchanged), one decodes only
+        # the scheduling fields. Cheaper than decoding everything once.
         node_list: _NodeList = _decode(_node_list, nodes_raw, "Nodes")
         self.raw_nodes = node_list.items or []
         if images:
@@ -206,6 +209,8 @@ def _filter_body(args: _Args, res: FilterResult) -> bytes:
         keep = [raw for raw, n in zip(args.raw_nodes, args.nodes, strict=True) if n.metadata.name in passed]
         nodes = {"metadata": {}, "items": keep}
         names = None
+    # FailedNodes maps are always objects ({} when empty), as an extender
+    # that make()s them renders; kube-scheduler reads null and {} alike.
     return _encoder.encode(
         {
             "Nodes": nodes,
