@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,13 +18,9 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.controlplane.bed import free_port  # one port picker for benches and tests
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:

@@ -26,6 +26,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -66,6 +67,24 @@ def find_binaries() -> dict[str, Path]:
 
 
 def free_port() -> int:
+    """A free loopback port *below* the kernel's ephemeral range.
+
+    Binding port 0 returns an ephemeral port, and the many outbound
+    connections of a running control plane draw from that same range, so
+    such a port can be taken between our check and the server's bind. Ports
+    under the range are only ever taken by explicit binds.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        port = random.randint(10000, max(10001, low - 1))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
