@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.controlplane.bed import free_port
+
 ROOT = Path(__file__).parents[2]
 BERTH = [sys.executable, "-m", "adapters.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from service import config
+from tests.e2e.controlplane.bed import free_port
 from tests.helm.conftest import (
     CHART,
     NAMESPACE,
@@ -1034,12 +1034,6 @@ def test_kube_scheduler_accepts_the_rendered_configuration(render: Render, tmp_p
     assert written["leaderElection"]["resourceName"] == ksc["leaderElection"]["resourceName"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(
     what: str,
     check: Callable[[], Any],
@@ -1104,9 +1098,9 @@ def _pod_node(kube: Kube, ns: str, name: str) -> str:
 def _berth_config_file(r: Rendered, name: str, path: Path) -> tuple[Path, int]:
     """The chart's BerthConfiguration, listening on loopback ports of this machine."""
     doc = yaml.safe_load(r.one("ConfigMap", name)["data"]["config.yaml"])
-    http_port = _free_port()
+    http_port = free_port()
     doc["http"] |= {"host": "127.0.0.1", "port": http_port}
-    doc["grpc"] |= {"host": "127.0.0.1", "port": _free_port()}
+    doc["grpc"] |= {"host": "127.0.0.1", "port": free_port()}
     config.parse(doc)
     path.write_text(yaml.safe_dump(doc))
     return path, http_port
@@ -1221,7 +1215,7 @@ def test_kube_scheduler_extended_by_berth_under_the_charts_rbac(
         ext["urlPrefix"] = f"http://127.0.0.1:{http_port}{url.path}"
         ksc["clientConnection"] = {"kubeconfig": str(ks_kc)}
         (tmp_path / "ks.yaml").write_text(yaml.safe_dump(ksc))
-        ks_port = _free_port()
+        ks_port = free_port()
         berth_log, ks_log = tmp_path / "berth.log", tmp_path / "kube-scheduler.log"
         berth = [_berth_binary(), "serve", "--config", str(cfg_file), "--kubeconfig", str(berth_kc)]
         ks = [
