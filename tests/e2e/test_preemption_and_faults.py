@@ -42,9 +42,20 @@ def test_a_high_priority_pod_preempts_lower_priority_ones(
     assert wait_for("urgent nominated or bound", nominated_or_bound, 30) == "pre-0"
     # Berth deletes its victims gracefully; with no kubelet in the bed they
     # stay Terminating, so play the kubelet and finish them off.
+    # Both must go (1500m next to 900m on 2 CPUs); wait until Berth has
+    # evicted both, or a late eviction would leave a Terminating pod forever.
     terminating = wait_for(
-        "victims marked for deletion",
-        lambda: [f"low-{i}" for i in range(2) if get_pod(kube, f"low-{i}")["metadata"].get("deletionTimestamp")],
+        "both victims marked for deletion",
+        lambda: (
+            names
+            if len(
+                names := [
+                    f"low-{i}" for i in range(2) if get_pod(kube, f"low-{i}")["metadata"].get("deletionTimestamp")
+                ]
+            )
+            == 2
+            else None
+        ),
         30,
     )
     for name in terminating:
