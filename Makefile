@@ -45,7 +45,7 @@ helm-lint: install e2e-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/helm
 
 # The benchmark suite (never part of `make test`); figures go to bench/results/.
-bench: install
+bench: install e2e-deps
 	$(BIN)/python -m bench
 
 # The fast suite only (no real control plane).
