@@ -108,13 +108,7 @@ class KubernetesSource:
             "message": f"{self.scheduler_name}: {reason}",
             "lastTransitionTime": _now(),
         }
-        try:
-            await self.core_v1.patch_namespaced_pod_status(
-                md.name, md.namespace, {"status": {"conditions": [condition]}}
-            )
-        except ApiException as e:
-            if e.status != 404:
-                log.warning("marking victim %s: %s", pod.key, e.reason)
+        await self._patch_status(pod, {"conditions": [condition]}, "marking victim")
         try:
             await self.core_v1.delete_namespaced_pod(md.name, md.namespace, body={"preconditions": {"uid": md.uid}})
         except ApiException as e:
@@ -123,14 +117,7 @@ class KubernetesSource:
         await self._event(pod, "Normal", "Preempted", "Preempting", reason)
 
     async def nominate(self, pod: model.Pod, node: str) -> None:
-        md = pod.metadata
-        try:
-            await self.core_v1.patch_namespaced_pod_status(
-                md.name, md.namespace, {"status": {"nominatedNodeName": node or None}}
-            )
-        except ApiException as e:
-            if e.status != 404:
-                log.warning("setting nominatedNodeName of %s: %s", pod.key, e.reason)
+        await self._patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")
 
     async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
         key = (pod.metadata.uid, message)
@@ -140,7 +127,6 @@ class KubernetesSource:
         self._reported[key] = now
         if len(self._reported) > 10000:
             self._reported = {k: t for k, t in self._reported.items() if now - t < EVENT_REPEAT_SECONDS}
-        md = pod.metadata
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -149,14 +135,17 @@ class KubernetesSource:
             "lastProbeTime": None,
             "lastTransitionTime": _now(),
         }
+        await self._patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of")
+        await self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+
+    async def _patch_status(self, pod: model.Pod, status: dict[str, Any], what: str) -> None:
+        """Strategic-merge ``status`` into the pod's status; a pod already gone is fine."""
+        md = pod.metadata
         try:
-            await self.core_v1.patch_namespaced_pod_status(
-                md.name, md.namespace, {"status": {"conditions": [condition]}}
-            )
+            await self.core_v1.patch_namespaced_pod_status(md.name, md.namespace, {"status": status})
         except ApiException as e:
             if e.status != 404:
-                log.warning("updating PodScheduled of %s: %s", pod.key, e.reason)
-        await self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+                log.warning("%s %s: %s", what, pod.key, e.reason)
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
