@@ -2,7 +2,7 @@
 # Builds the real components the end-to-end suite runs, from their published
 # Go modules at the versions pinned by the wrapper modules beside this script:
 #
-#   k8s/   kube-apiserver and kube-scheduler (k8s.io/kubernetes v1.34.4 with its
+#   k8s/   kube-apiserver, kube-scheduler and kube-controller-manager (k8s.io/kubernetes v1.34.4 with its
 #          staging modules replaced by their published v0.34.4 twins)
 #   etcd/  etcd server v3.6
 #   helm/  helm v3.17.3
@@ -52,6 +52,7 @@ done
 
 build kube-apiserver "$here/k8s" k8s.io/kubernetes/cmd/kube-apiserver "$stampflags"
 build kube-scheduler "$here/k8s" k8s.io/kubernetes/cmd/kube-scheduler "$stampflags"
+build kube-controller-manager "$here/k8s" k8s.io/kubernetes/cmd/kube-controller-manager "$stampflags"
 build etcd "$here/etcd" go.etcd.io/etcd/server/v3
 build helm "$here/helm" helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=v3.17.3"
 echo "$bin"
