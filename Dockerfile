@@ -18,8 +18,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protos ./protos
-COPY service ./service
-COPY adapters ./adapters
+COPY berth ./berth
 # Berth's wheel plus a wheel of every dependency, so the final stage installs
 # offline and compiles nothing (binary wheels only for the dependencies).
 RUN python -m pip wheel --wheel-dir /wheels --no-deps . \

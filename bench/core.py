@@ -27,11 +27,12 @@ from typing import Any
 import msgspec
 
 from bench import workloads
-from service import config, model
-from service.core import Core
-from service.embedded import EmbeddedCluster
-from service.nodetable import PodInfo
-from service.scheduler import Scheduler
+from berth import config
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.cluster.embedded import EmbeddedCluster
+from berth.scheduling.core import Core
+from berth.scheduling.loop import Scheduler
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import grpc
 import msgspec
-from berth.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 from bench import server, stats, workloads
-from service import convert, model
+from berth.adapters.grpc import convert
+from berth.api.v1 import scheduler_pb2, scheduler_pb2_grpc
+from berth.cluster import model
 
 
 def _pb(doc: dict[str, Any]) -> Any:

@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from service import model
-from service.cache import Cache
-from service.framework import interface as fw
-from service.framework.handle import Handle
-from service.nodetable import NodeTable, PodInfo
+from berth.cache.cache import Cache
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
 
 __all__ = ["cached", "filter_statuses", "make_node", "make_pod", "run_filter", "scores", "table"]
 

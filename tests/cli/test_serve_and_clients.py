@@ -17,7 +17,7 @@ import pytest
 from tests.e2e.controlplane.bed import free_port
 
 ROOT = Path(__file__).parents[2]
-BERTH = [sys.executable, "-m", "adapters.cli"]
+BERTH = [sys.executable, "-m", "berth.cli.main"]
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from service.cache import Cache, CacheError
-from service.nodetable import PodInfo
+from berth.cache.cache import Cache, CacheError
+from berth.cache.table import PodInfo
 from tests.support import make_node, make_pod
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from service import config
-from service.framework import registry
+from berth import config
+from berth.framework import registry
 
 
 def test_defaults_make_one_berth_profile_with_kube_schedulers_plugins_and_weights() -> None:

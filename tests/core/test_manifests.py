@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service import manifests
+from berth.cluster import manifests
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -1,19 +1,44 @@
-"""Every package of the product is installed (pyproject lists them explicitly)."""
+"""Berth installs as exactly one top-level package, ``berth``."""
 
 from __future__ import annotations
 
-import tomllib
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 
 
-def test_every_product_package_is_listed_in_pyproject() -> None:
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for top in ("service", "adapters")
-        for init in (ROOT / top).rglob("__init__.py")
-    }
-    found |= {"berth", "berth.v1"}
-    assert found <= listed, f"add to [tool.setuptools].packages: {sorted(found - listed)}"
+def test_the_wheel_holds_one_top_level_package_with_the_stubs_and_no_tests(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("berth-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"berth"}
+    for needed in (
+        "berth/api/v1/scheduler_pb2.py",
+        "berth/api/v1/scheduler_pb2.pyi",
+        "berth/api/v1/py.typed",
+        "berth/framework/__init__.py",
+        "berth/testing/__init__.py",
+        "berth/py.typed",
+    ):
+        assert needed in names, needed
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "berth = berth.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service import resources
+from berth.cluster import resources
 from tests.support import make_pod
 
 

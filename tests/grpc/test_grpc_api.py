@@ -7,15 +7,16 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from berth.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from adapters.grpc.server import GrpcServer
-from service import config, convert
-from service.core import Core
-from service.embedded import EmbeddedCluster
-from service.scheduler import Scheduler
+from berth import config
+from berth.adapters.grpc import convert
+from berth.adapters.grpc.server import GrpcServer
+from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
+from berth.cluster.embedded import EmbeddedCluster
+from berth.scheduling.core import Core
+from berth.scheduling.loop import Scheduler
 from tests.support import make_node, make_pod
 
 

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from service import config
+from berth import config
 from tests.e2e.controlplane.bed import free_port
 from tests.helm.conftest import (
     CHART,
@@ -241,7 +241,7 @@ def test_every_object_is_labelled_and_named_for_the_release(render: Render, scen
 def test_rendered_berth_configuration_is_accepted_by_berth(render: Render, scenario: str) -> None:
     values = SCENARIOS[scenario]
     r = render(values)
-    cfg = berth_config(r)  # service.config.parse: what `berth serve --config` runs
+    cfg = berth_config(r)  # berth.config.parse: what `berth serve --config` runs
     scheduler = role_of(values) == "scheduler"
     assert cfg.run_scheduling_loop is scheduler
     assert cfg.leader_election.leader_elect is scheduler
@@ -770,7 +770,7 @@ def test_dockerfile_is_multi_stage_non_root_and_runs_berth() -> None:
     assert not re.search(r"apt-get|gcc|build-essential", final)
     ignore = (ROOT / ".dockerignore").read_text().split()
     assert ignore[ignore.index("*") :][:1] == ["*"]
-    for needed in ("pyproject.toml", "README.md", "protos/", "service/", "adapters/"):
+    for needed in ("pyproject.toml", "README.md", "protos/", "service/", "berth.adapters/"):
         assert f"!{needed}" in ignore
     # Every package the wheel ships lives under a directory the context admits.
     pyproject = (ROOT / "pyproject.toml").read_text()

@@ -9,10 +9,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.http import server as http_server
-from adapters.http.tls import server_ssl_context
-from service import config
-from service.core import Core
+from berth import config
+from berth.adapters.http import server as http_server
+from berth.adapters.http.tls import server_ssl_context
+from berth.scheduling.core import Core
 from tests.certs import CA
 from tests.http.payloads import api_pod, args, dumps
 

@@ -11,10 +11,11 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.http.server import build_app
-from service import config, model
-from service.core import Core
-from service.embedded import EmbeddedCluster
+from berth import config
+from berth.adapters.http.server import build_app
+from berth.cluster import model
+from berth.cluster.embedded import EmbeddedCluster
+from berth.scheduling.core import Core
 from tests.http.payloads import api_node, api_pod, args, dumps, recase
 
 NODES = [
@@ -269,7 +270,7 @@ async def test_requests_are_counted_in_metrics(client: Any) -> None:
     ids=["empty", "one", "several", "characters JSON must escape, score out of the usual range"],
 )
 def test_host_priority_list_is_byte_identical_to_a_json_encoder(names: list[str], scores: list[int]) -> None:
-    from adapters.http.extender import _host_priority_list
+    from berth.adapters.http.extender import _host_priority_list
 
     want = msgspec.json.encode([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
     assert _host_priority_list(names, scores) == want

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from service import config, model
-from service.core import Core
-from service.embedded import EmbeddedCluster
-from service.scheduler import Scheduler
+from berth import config
+from berth.cluster import model
+from berth.cluster.embedded import EmbeddedCluster
+from berth.scheduling.core import Core
+from berth.scheduling.loop import Scheduler
 
 
 class Berth:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from service import model
+from berth.cluster import model
 from tests.loop.conftest import Berth, make_config, running
 from tests.support import make_node, make_pod
 
@@ -148,7 +148,7 @@ async def test_binding_failure_forgets_the_pod_and_requeues_it(berth: Berth) -> 
         nonlocal calls
         calls += 1
         if calls == 1:
-            from service.sources import BindError
+            from berth.cluster.sources import BindError
 
             raise BindError("apiserver hiccup")
         await real_bind(pod, node)

@@ -18,16 +18,16 @@ import msgspec
 import numpy as np
 import pytest
 
-from service import model
-from service.framework import interface as fw
-from service.framework import registry
-from service.nodetable import PodInfo
-from service.plugins.balanced_allocation import (
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework import registry
+from berth.plugins.balanced_allocation import (
     NodeResourcesBalancedAllocation,
     NodeResourcesBalancedAllocationArgs,
     balanced_resource_scorer,
 )
-from service.plugins.node_resources_fit import ResourceSpec
+from berth.plugins.node_resources_fit import ResourceSpec
 from tests.support import make_node, make_pod, table
 
 GPU = "nvidia.com/gpu"

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from service import model
-from service.framework import interface as fw
-from service.framework import registry
-from service.nodetable import PodInfo, normalize_image
-from service.plugins.image_locality import MAX_CONTAINER_THRESHOLD, MIN_THRESHOLD, ImageLocality, calculate_priority
+from berth.cache.table import PodInfo, normalize_image
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework import registry
+from berth.plugins.image_locality import MAX_CONTAINER_THRESHOLD, MIN_THRESHOLD, ImageLocality, calculate_priority
 from tests.support import make_node, make_pod, table
 
 MB = 1024 * 1024

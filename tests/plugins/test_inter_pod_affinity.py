@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from service.cache import Cache
-from service.framework import interface as fw
-from service.framework.handle import Handle
-from service.nodetable import PodInfo
-from service.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
+from berth.cache.cache import Cache
+from berth.cache.table import PodInfo
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
+from berth.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
 from tests.support import cached, filter_statuses, make_node, make_pod, scores
 
 U = fw.Code.UNSCHEDULABLE

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from service import model
-from service.framework import interface as fw
-from service.framework import registry
-from service.nodetable import PodInfo
-from service.plugins.node_ports import ERR_REASON, NodePorts, host_ports
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework import registry
+from berth.plugins.node_ports import ERR_REASON, NodePorts, host_ports
 from tests.support import make_node, make_pod, run_filter, table
 
 

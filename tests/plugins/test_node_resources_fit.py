@@ -30,11 +30,11 @@ import msgspec
 import numpy as np
 import pytest
 
-from service import model
-from service.framework import interface as fw
-from service.framework import registry
-from service.nodetable import PodInfo
-from service.plugins.node_resources_fit import (
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework import registry
+from berth.plugins.node_resources_fit import (
     LEAST_ALLOCATED,
     MOST_ALLOCATED,
     REQUESTED_TO_CAPACITY_RATIO,

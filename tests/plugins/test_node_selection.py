@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service import model
-from service.framework import interface as fw
-from service.nodetable import PodInfo
-from service.plugins.helpers import default_normalize_score, tolerates
-from service.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
-from service.plugins.node_name import NodeName
-from service.plugins.node_unschedulable import NodeUnschedulable
-from service.plugins.taint_toleration import TaintToleration
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.plugins.helpers import default_normalize_score, tolerates
+from berth.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
+from berth.plugins.node_name import NodeName
+from berth.plugins.node_unschedulable import NodeUnschedulable
+from berth.plugins.taint_toleration import TaintToleration
 from tests.support import filter_statuses, make_node, make_pod, scores, table
 
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE

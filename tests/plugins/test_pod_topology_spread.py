@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from service.framework import interface as fw
-from service.framework.handle import Handle
-from service.nodetable import PodInfo
-from service.plugins.pod_topology_spread import PodTopologySpread
+from berth.cache.table import PodInfo
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
+from berth.plugins.pod_topology_spread import PodTopologySpread
 from tests.support import cached, filter_statuses, make_node, make_pod, scores
 
 U = fw.Code.UNSCHEDULABLE

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from service.framework import interface as fw
-from service.nodetable import PodInfo
-from service.plugins.priority_sort import PrioritySort
-from service.plugins.scheduling_gates import SchedulingGates
+from berth.cache.table import PodInfo
+from berth.framework import interface as fw
+from berth.plugins.priority_sort import PrioritySort
+from berth.plugins.scheduling_gates import SchedulingGates
 from tests.support import make_pod
 
 

@@ -1,0 +1,417 @@
+"""Translate between the contract (``berth.v1`` protobuf) and the core's model.
+
+The only place that knows both shapes. Quantities become canonical integers
+on the way out (``resources.canonical``) and exact quantity strings on the
+way in (``resources.format_quantity``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+from berth.api.v1 import model_pb2 as pb
+from berth.cluster import model, resources
+
+__all__ = [
+    "node_from_pb",
+    "node_to_pb",
+    "pdb_from_pb",
+    "pod_from_pb",
+    "pod_to_pb",
+    "podgroup_from_pb",
+]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _rl_from_pb(m: Mapping[str, int]) -> model.ResourceList:
+    return {k: resources.format_quantity(k, v) for k, v in m.items()}
+
+
+def _rl_to_pb(rl: model.ResourceList) -> dict[str, int]:
+    return resources.canonical_list(rl)
+
+
+def _ts_ms(text: str | None) -> int:
+    if not text:
+        return 0
+    try:
+        return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
+
+
+def _ts_text(ms: int) -> str | None:
+    if not ms:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta_from_pb(m: pb.ObjectMeta) -> model.ObjectMeta:
+    return model.ObjectMeta(
+        name=m.name,
+        namespace=m.namespace,
+        uid=m.uid,
+        labels=dict(m.labels),
+        annotations=dict(m.annotations),
+        resource_version=m.resource_version,
+        creation_timestamp=_ts_text(m.creation_timestamp_ms),
+        deletion_timestamp="deleting" if m.deleting else None,
+        owner_references=[
+            model.OwnerReference(
+                api_version=o.api_version, kind=o.kind, name=o.name, uid=o.uid, controller=o.controller
+            )
+            for o in m.owner_references
+        ],
+    )
+
+
+def _meta_to_pb(m: model.ObjectMeta) -> pb.ObjectMeta:
+    return pb.ObjectMeta(
+        name=m.name,
+        namespace=m.namespace,
+        uid=m.uid,
+        labels=m.labels,
+        annotations=m.annotations,
+        resource_version=m.resource_version,
+        creation_timestamp_ms=_ts_ms(m.creation_timestamp),
+        deleting=m.deletion_timestamp is not None,
+        owner_references=[
+            pb.OwnerReference(api_version=o.api_version, kind=o.kind, name=o.name, uid=o.uid, controller=o.controller)
+            for o in m.owner_references
+        ],
+    )
+
+
+def _ls_from_pb(s: pb.LabelSelector, present: bool) -> model.LabelSelector | None:
+    if not present:
+        return None
+    return model.LabelSelector(
+        match_labels=dict(s.match_labels),
+        match_expressions=[
+            model.LabelSelectorRequirement(key=r.key, operator=r.operator, values=list(r.values))
+            for r in s.match_expressions
+        ],
+    )
+
+
+def _ls_to_pb(s: model.LabelSelector | None) -> pb.LabelSelector | None:
+    if s is None:
+        return None
+    return pb.LabelSelector(
+        match_labels=s.match_labels,
+        match_expressions=[
+            pb.LabelSelectorRequirement(key=r.key, operator=r.operator, values=r.values) for r in s.match_expressions
+        ],
+    )
+
+
+def _term_from_pb(t: pb.NodeSelectorTerm) -> model.NodeSelectorTerm:
+    def reqs(rs: object) -> list[model.NodeSelectorRequirement]:
+        return [
+            model.NodeSelectorRequirement(key=r.key, operator=r.operator, values=list(r.values))
+            for r in rs  # type: ignore[attr-defined]
+        ]
+
+    return model.NodeSelectorTerm(match_expressions=reqs(t.match_expressions), match_fields=reqs(t.match_fields))
+
+
+def _term_to_pb(t: model.NodeSelectorTerm) -> pb.NodeSelectorTerm:
+    return pb.NodeSelectorTerm(
+        match_expressions=[
+            pb.NodeSelectorRequirement(key=r.key, operator=r.operator, values=r.values) for r in t.match_expressions
+        ],
+        match_fields=[
+            pb.NodeSelectorRequirement(key=r.key, operator=r.operator, values=r.values) for r in t.match_fields
+        ],
+    )
+
+
+def _pat_from_pb(t: pb.PodAffinityTerm) -> model.PodAffinityTerm:
+    return model.PodAffinityTerm(
+        topology_key=t.topology_key,
+        label_selector=_ls_from_pb(t.label_selector, t.HasField("label_selector")),
+        namespaces=list(t.namespaces),
+        namespace_selector=_ls_from_pb(t.namespace_selector, t.HasField("namespace_selector")),
+        match_label_keys=list(t.match_label_keys),
+        mismatch_label_keys=list(t.mismatch_label_keys),
+    )
+
+
+def _pat_to_pb(t: model.PodAffinityTerm) -> pb.PodAffinityTerm:
+    return pb.PodAffinityTerm(
+        topology_key=t.topology_key,
+        label_selector=_ls_to_pb(t.label_selector),
+        namespaces=t.namespaces,
+        namespace_selector=_ls_to_pb(t.namespace_selector),
+        match_label_keys=t.match_label_keys,
+        mismatch_label_keys=t.mismatch_label_keys,
+    )
+
+
+def _pa_from_pb(a: pb.PodAffinity, present: bool) -> model.PodAffinity | None:
+    if not present:
+        return None
+    return model.PodAffinity(
+        required_during_scheduling_ignored_during_execution=[
+            _pat_from_pb(t) for t in a.required_during_scheduling_ignored_during_execution
+        ],
+        preferred_during_scheduling_ignored_during_execution=[
+            model.WeightedPodAffinityTerm(weight=w.weight, pod_affinity_term=_pat_from_pb(w.pod_affinity_term))
+            for w in a.preferred_during_scheduling_ignored_during_execution
+        ],
+    )
+
+
+def _pa_to_pb(a: model.PodAffinity | None) -> pb.PodAffinity | None:
+    if a is None:
+        return None
+    return pb.PodAffinity(
+        required_during_scheduling_ignored_during_execution=[
+            _pat_to_pb(t) for t in a.required_during_scheduling_ignored_during_execution
+        ],
+        preferred_during_scheduling_ignored_during_execution=[
+            pb.WeightedPodAffinityTerm(weight=w.weight, pod_affinity_term=_pat_to_pb(w.pod_affinity_term))
+            for w in a.preferred_during_scheduling_ignored_during_execution
+        ],
+    )
+
+
+def _affinity_from_pb(a: pb.Affinity) -> model.Affinity:
+    na: model.NodeAffinity | None = None
+    if a.HasField("node_affinity"):
+        n = a.node_affinity
+        req = n.required_during_scheduling_ignored_during_execution
+        na = model.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=(
+                model.NodeSelector(node_selector_terms=[_term_from_pb(t) for t in req.node_selector_terms])
+                if n.HasField("required_during_scheduling_ignored_during_execution")
+                else None
+            ),
+            preferred_during_scheduling_ignored_during_execution=[
+                model.PreferredSchedulingTerm(weight=p.weight, preference=_term_from_pb(p.preference))
+                for p in n.preferred_during_scheduling_ignored_during_execution
+            ],
+        )
+    return model.Affinity(
+        node_affinity=na,
+        pod_affinity=_pa_from_pb(a.pod_affinity, a.HasField("pod_affinity")),
+        pod_anti_affinity=_pa_from_pb(a.pod_anti_affinity, a.HasField("pod_anti_affinity")),
+    )
+
+
+def _affinity_to_pb(a: model.Affinity) -> pb.Affinity:
+    na = None
+    if a.node_affinity is not None:
+        n = a.node_affinity
+        req = n.required_during_scheduling_ignored_during_execution
+        na = pb.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=(
+                pb.NodeSelector(node_selector_terms=[_term_to_pb(t) for t in req.node_selector_terms])
+                if req is not None
+                else None
+            ),
+            preferred_during_scheduling_ignored_during_execution=[
+                pb.PreferredSchedulingTerm(weight=p.weight, preference=_term_to_pb(p.preference))
+                for p in n.preferred_during_scheduling_ignored_during_execution
+            ],
+        )
+    return pb.Affinity(
+        node_affinity=na,
+        pod_affinity=_pa_to_pb(a.pod_affinity),
+        pod_anti_affinity=_pa_to_pb(a.pod_anti_affinity),
+    )
+
+
+def _container_from_pb(c: pb.Container) -> model.Container:
+    res = None
+    if c.requests or c.limits:
+        res = model.ResourceRequirements(requests=_rl_from_pb(c.requests), limits=_rl_from_pb(c.limits))
+    return model.Container(
+        name=c.name,
+        image=c.image,
+        resources=res,
+        ports=[
+            model.ContainerPort(
+                container_port=p.container_port, host_port=p.host_port, protocol=p.protocol, host_ip=p.host_ip
+            )
+            for p in c.ports
+        ],
+        restart_policy=c.restart_policy or None,
+    )
+
+
+def _container_to_pb(c: model.Container) -> pb.Container:
+    res = c.resources
+    return pb.Container(
+        name=c.name,
+        image=c.image,
+        requests=_rl_to_pb(res.requests) if res else {},
+        limits=_rl_to_pb(res.limits) if res else {},
+        ports=[
+            pb.ContainerPort(
+                container_port=p.container_port, host_port=p.host_port, protocol=p.protocol, host_ip=p.host_ip
+            )
+            for p in c.ports
+        ],
+        restart_policy=c.restart_policy or "",
+    )
+
+
+# ---------------------------------------------------------------- pods
+
+
+def pod_from_pb(p: pb.Pod) -> model.Pod:
+    s = p.spec
+    spec = model.PodSpec(
+        node_name=s.node_name,
+        scheduler_name=s.scheduler_name,
+        priority=s.priority,
+        priority_class_name=s.priority_class_name,
+        preemption_policy=s.preemption_policy or None,
+        node_selector=dict(s.node_selector),
+        affinity=_affinity_from_pb(s.affinity) if s.HasField("affinity") else None,
+        tolerations=[
+            model.Toleration(
+                key=t.key,
+                operator=t.operator,
+                value=t.value,
+                effect=t.effect,
+                toleration_seconds=t.toleration_seconds if t.HasField("toleration_seconds") else None,
+            )
+            for t in s.tolerations
+        ],
+        topology_spread_constraints=[
+            model.TopologySpreadConstraint(
+                max_skew=c.max_skew,
+                topology_key=c.topology_key,
+                when_unsatisfiable=c.when_unsatisfiable,
+                label_selector=_ls_from_pb(c.label_selector, c.HasField("label_selector")),
+                min_domains=c.min_domains if c.HasField("min_domains") else None,
+                node_affinity_policy=c.node_affinity_policy or None,
+                node_taints_policy=c.node_taints_policy or None,
+                match_label_keys=list(c.match_label_keys),
+            )
+            for c in s.topology_spread_constraints
+        ],
+        containers=[_container_from_pb(c) for c in s.containers],
+        init_containers=[_container_from_pb(c) for c in s.init_containers],
+        overhead=_rl_from_pb(s.overhead),
+        scheduling_gates=[model.SchedulingGate(name=g.name) for g in s.scheduling_gates],
+        host_network=s.host_network,
+        resources=(
+            model.ResourceRequirements(requests=_rl_from_pb(s.resources_requests)) if s.resources_requests else None
+        ),
+    )
+    return model.Pod(
+        metadata=_meta_from_pb(p.metadata),
+        spec=spec,
+        status=model.PodStatus(phase=p.status.phase, nominated_node_name=p.status.nominated_node_name),
+    )
+
+
+def pod_to_pb(p: model.Pod) -> pb.Pod:
+    s = p.spec
+    return pb.Pod(
+        metadata=_meta_to_pb(p.metadata),
+        spec=pb.PodSpec(
+            node_name=s.node_name,
+            scheduler_name=s.scheduler_name,
+            priority=s.priority or 0,
+            priority_class_name=s.priority_class_name,
+            preemption_policy=s.preemption_policy or "",
+            node_selector=s.node_selector,
+            affinity=_affinity_to_pb(s.affinity) if s.affinity is not None else None,
+            tolerations=[
+                pb.Toleration(
+                    key=t.key,
+                    operator=t.operator,
+                    value=t.value,
+                    effect=t.effect,
+                    toleration_seconds=t.toleration_seconds,
+                )
+                for t in s.tolerations
+            ],
+            topology_spread_constraints=[
+                pb.TopologySpreadConstraint(
+                    max_skew=c.max_skew,
+                    topology_key=c.topology_key,
+                    when_unsatisfiable=c.when_unsatisfiable,
+                    label_selector=_ls_to_pb(c.label_selector),
+                    min_domains=c.min_domains,
+                    node_affinity_policy=c.node_affinity_policy or "",
+                    node_taints_policy=c.node_taints_policy or "",
+                    match_label_keys=c.match_label_keys,
+                )
+                for c in s.topology_spread_constraints
+            ],
+            containers=[_container_to_pb(c) for c in s.containers],
+            init_containers=[_container_to_pb(c) for c in s.init_containers],
+            overhead=_rl_to_pb(s.overhead),
+            scheduling_gates=[pb.SchedulingGate(name=g.name) for g in s.scheduling_gates],
+            host_network=s.host_network,
+            resources_requests=_rl_to_pb(s.resources.requests) if s.resources is not None else {},
+        ),
+        status=pb.PodStatus(phase=p.status.phase, nominated_node_name=p.status.nominated_node_name),
+    )
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def node_from_pb(n: pb.Node) -> model.Node:
+    return model.Node(
+        metadata=_meta_from_pb(n.metadata),
+        spec=model.NodeSpec(
+            unschedulable=n.spec.unschedulable,
+            taints=[model.Taint(key=t.key, value=t.value, effect=t.effect) for t in n.spec.taints],
+        ),
+        status=model.NodeStatus(
+            capacity=_rl_from_pb(n.status.capacity),
+            allocatable=_rl_from_pb(n.status.allocatable),
+            images=[model.ContainerImage(names=list(i.names), size_bytes=i.size_bytes) for i in n.status.images],
+        ),
+    )
+
+
+def node_to_pb(n: model.Node) -> pb.Node:
+    return pb.Node(
+        metadata=_meta_to_pb(n.metadata),
+        spec=pb.NodeSpec(
+            unschedulable=n.spec.unschedulable,
+            taints=[pb.Taint(key=t.key, value=t.value, effect=t.effect) for t in n.spec.taints],
+        ),
+        status=pb.NodeStatus(
+            capacity=_rl_to_pb(n.status.capacity),
+            allocatable=_rl_to_pb(n.status.allocatable),
+            images=[pb.ContainerImage(names=i.names, size_bytes=i.size_bytes) for i in n.status.images],
+        ),
+    )
+
+
+def taint_to_pb(t: model.Taint) -> pb.Taint:
+    return pb.Taint(key=t.key, value=t.value, effect=t.effect)
+
+
+# ---------------------------------------------------------------- groups
+
+
+def podgroup_from_pb(g: pb.PodGroup) -> model.PodGroup:
+    return model.PodGroup(
+        metadata=_meta_from_pb(g.metadata),
+        spec=model.PodGroupSpec(
+            min_member=g.min_member,
+            schedule_timeout_seconds=g.schedule_timeout_seconds or None,
+            min_resources=_rl_from_pb(g.min_resources),
+        ),
+    )
+
+
+def pdb_from_pb(b: pb.PodDisruptionBudget) -> model.PodDisruptionBudget:
+    return model.PodDisruptionBudget(
+        metadata=_meta_from_pb(b.metadata),
+        spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
+        status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
+    )

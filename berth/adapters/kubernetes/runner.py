@@ -1,0 +1,227 @@
+"""Berth in a Kubernetes cluster: informers feed the core, leader election
+decides who schedules.
+
+Every replica runs the informers, so every replica's cache converges to the
+API server and serves the extender and gRPC reads. Only the leader of the
+``coordination.k8s.io`` Lease (kubernetes-asyncio's LeaderElection) runs the
+scheduling loop. Each term starts from the informers' current state — a
+fresh queue holding every pending pod of Berth's profiles — and ends at once
+when the lease is lost: the loop is cancelled and whatever that term had
+assumed but not yet bound is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import socket
+import uuid
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
+from berth.adapters.kubernetes.source import KubernetesSource
+from berth.cluster import model
+from berth.scheduling.core import Core
+from berth.scheduling.loop import Scheduler
+
+__all__ = ["KubernetesRunner", "load_api_client"]
+
+log = logging.getLogger(__name__)
+
+
+async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client.ApiClient:
+    configuration = client.Configuration()
+    if in_cluster:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    api = client.ApiClient(configuration)
+    _skip_proxy_lookups(api)
+    return api
+
+
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NETRC")
+
+
+def _skip_proxy_lookups(api: client.ApiClient) -> None:
+    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``,
+    so every request looks up proxy variables and ~/.netrc in a worker thread
+    (two thread hops per Binding, event and patch). With none of those
+    variables set there is nothing to find: turn the lookups off. With any
+    set, the session is left as the library made it."""
+    if any(os.environ.get(k) for k in _PROXY_ENV) or configuration_has_proxy(api):
+        return
+    session = getattr(api.rest_client, "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
+def configuration_has_proxy(api: client.ApiClient) -> bool:
+    return bool(getattr(api.configuration, "proxy", None))
+
+
+class KubernetesRunner:
+    def __init__(self, core: Core, api: client.ApiClient, *, identity: str | None = None) -> None:
+        self.core = core
+        self.api = api
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        first_profile = core.cfg.profiles[0].scheduler_name
+        self.source = KubernetesSource(api, identity=self.identity, scheduler_name=first_profile)
+        core.default_source = self.source
+        self.informers: list[Informer[Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop_task: asyncio.Task[None] | None = None
+        self.leading = asyncio.Event()
+        self.terms = 0
+
+    # ------------------------------------------------------------ informers
+
+    def _pod_handlers(self) -> Handlers[model.Pod]:
+        core, source = self.core, self.source
+        return Handlers(
+            on_add=lambda p: core.on_pod(p, source=source),
+            on_update=lambda old, new: core.on_pod(new, source=source),
+            on_delete=core.on_pod_delete,
+        )
+
+    def _node_handlers(self) -> Handlers[model.Node]:
+        core = self.core
+        return Handlers(
+            on_add=core.on_node,
+            on_update=lambda old, new: core.on_node(new),
+            on_delete=lambda n: core.on_node_delete(n.metadata.name),
+        )
+
+    async def _podgroups_served(self) -> bool:
+        try:
+            await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+                "scheduling.x-k8s.io", "v1alpha1", "podgroups", limit=1
+            )
+        except ApiException as e:
+            if e.status in (404, 403):
+                log.info("PodGroups (scheduling.x-k8s.io/v1alpha1) are not served here: gangs come from gRPC only")
+                return False
+            raise
+        return True
+
+    async def start_informers(self) -> None:
+        core_v1 = client.CoreV1Api(self.api)
+        policy = client.PolicyV1Api(self.api)
+        core = self.core
+        self.informers = [
+            Informer("nodes", core_v1.list_node, model.Node, self._node_handlers()),
+            Informer(
+                "pods",
+                core_v1.list_pod_for_all_namespaces,
+                model.Pod,
+                self._pod_handlers(),
+                # kube-scheduler's pod informer skips terminated pods the same way.
+                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            ),
+            Informer(
+                "poddisruptionbudgets",
+                policy.list_pod_disruption_budget_for_all_namespaces,
+                model.PodDisruptionBudget,
+                Handlers(
+                    on_add=core.on_pdb,
+                    on_update=lambda old, new: core.on_pdb(new),
+                    on_delete=lambda b: core.on_pdb_delete(b.metadata.namespace, b.metadata.name),
+                ),
+            ),
+        ]
+        if await self._podgroups_served():
+            custom = client.CustomObjectsApi(self.api)
+
+            async def list_podgroups(**kw: Any) -> Any:
+                return await custom.list_cluster_custom_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", **kw)
+
+            self.informers.append(
+                Informer(
+                    "podgroups",
+                    list_podgroups,
+                    model.PodGroup,
+                    Handlers(
+                        on_add=core.on_pod_group, on_update=lambda o, n: core.on_pod_group(n), on_delete=lambda g: None
+                    ),
+                )
+            )
+        # Nodes first so pods land on known nodes; then the rest.
+        for inf in self.informers:
+            self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{inf.name}"))
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+        log.info("caches synced: %d nodes, %d pods", core.cache.node_count, len(core.pods))
+
+    # ------------------------------------------------------------ leadership
+
+    async def _lead(self) -> None:
+        """One term as leader: a fresh queue from current state, the loop, until cancelled."""
+        self.terms += 1
+        core = self.core
+        scheduler = Scheduler(core)
+        core.scheduler = scheduler
+        for pod in list(core.pods.values()):
+            scheduler.on_pod(None, pod)
+        self.leading.set()
+        log.info("%s is the leader (term %d): scheduling", self.identity, self.terms)
+        try:
+            await scheduler.run()
+        finally:
+            self.leading.clear()
+            core.scheduler = None
+            await scheduler.drain()
+            for pi, _node, assumed in list(core.cache.pods()):
+                if assumed:
+                    core.cache.forget_pod(pi.uid)
+
+    async def _elect(self) -> None:
+        le = self.core.cfg.leader_election
+        namespace = le.resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system")
+        while True:
+            lock = LeaseLock(le.resource_name, namespace, self.identity, self.api)
+            cfg = electionconfig.Config(
+                lock,
+                # Lease.spec.leaseDurationSeconds is an integer, and the
+                # library renders this value with str() into it.
+                lease_duration=math.ceil(le.lease_duration_seconds),
+                renew_deadline=le.renew_deadline_seconds,
+                retry_period=le.retry_period_seconds,
+                onstarted_leading=self._lead,
+                onstopped_leading=self._stopped,
+            )
+            try:
+                await leaderelection.LeaderElection(cfg).run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("leader election failed; retrying")
+                await asyncio.sleep(le.retry_period_seconds)
+
+    async def _stopped(self) -> None:
+        log.warning("%s lost the lease: scheduling stopped", self.identity)
+
+    async def run(self) -> None:
+        """Informers, readiness, then schedule while leading; runs until cancelled."""
+        try:
+            await self.start_informers()
+            self.core.ready = True
+            if not self.core.cfg.run_scheduling_loop:
+                await asyncio.Event().wait()
+            if self.core.cfg.leader_election.leader_elect:
+                await self._elect()
+            else:
+                await self._lead()
+        finally:
+            self.core.ready = False
+            await cancel_all(self._tasks)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.api.close()

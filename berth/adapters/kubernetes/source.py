@@ -1,0 +1,177 @@
+"""Berth's decisions written back to the Kubernetes API, as kube-scheduler writes them.
+
+- bind: ``POST pods/{name}/binding`` with the pod's UID as a precondition
+  (``defaultbinder``). kubernetes-asyncio cannot deserialise the Status the
+  API answers with (it expects a V1Binding), so the raw response is read and
+  checked here. A 409 whose pod is already on the same node is success (a
+  retried bind); on another node it is a :class:`BindConflict`.
+- evict a preemption victim: ``DELETE`` with a UID precondition, after
+  marking it with the ``DisruptionTarget`` condition
+  (``preemption.go: PrepareCandidate``).
+- nominate: strategic-merge patch of ``status.nominatedNodeName``.
+- failures: a ``FailedScheduling`` event and the ``PodScheduled=False``
+  condition with reason ``Unschedulable`` and the FitError message; success:
+  a ``Scheduled`` event (``events.k8s.io/v1``, reportingController ``berth``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+import msgspec
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from berth.cluster import model
+from berth.cluster.sources import BindConflict, BindError
+
+__all__ = ["KubernetesSource"]
+
+log = logging.getLogger(__name__)
+
+#: The same (pod, message) is reported at most this often (kube-scheduler's
+#: event correlator aggregates repeats in a similar way).
+EVENT_REPEAT_SECONDS = 60.0
+
+
+def _now_micro() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _BoundPod(msgspec.Struct):
+    spec: model.PodSpec = msgspec.field(default_factory=model.PodSpec)
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+
+
+class KubernetesSource:
+    name = "kubernetes"
+
+    def __init__(self, api: client.ApiClient, *, identity: str, scheduler_name: str = "berth") -> None:
+        # Typed as Any: we pass plain dicts and read raw responses
+        # (_preload_content=False), which the generated signatures do not describe.
+        self.core_v1: Any = client.CoreV1Api(api)
+        self.events_v1: Any = client.EventsV1Api(api)
+        self.identity = identity
+        self.scheduler_name = scheduler_name
+        self._reported: dict[tuple[str, str], float] = {}
+
+    async def bind(self, pod: model.Pod, node: str) -> None:
+        md = pod.metadata
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": md.name, "namespace": md.namespace, "uid": md.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            resp = await self.core_v1.create_namespaced_pod_binding(md.name, md.namespace, body, _preload_content=False)
+        except Exception as e:
+            raise BindError(f"binding {pod.key} to {node}: {e}") from e
+        try:
+            status, text = resp.status, (await resp.read()).decode(errors="replace")
+        finally:
+            resp.release()
+        if 200 <= status <= 299:
+            return
+        if status == 409:
+            current = await self._current_node(md.namespace, md.name)
+            if current == node:
+                return
+            raise BindConflict(f"pod {pod.key} is already assigned to node {current!r}")
+        if status == 404:
+            raise BindConflict(f'pods "{md.name}" not found')
+        raise BindError(f"binding {pod.key} to {node}: HTTP {status}: {text[:300]}")
+
+    async def _current_node(self, namespace: str, name: str) -> str:
+        resp = await self.core_v1.read_namespaced_pod(name, namespace, _preload_content=False)
+        try:
+            data = await resp.read()
+        finally:
+            resp.release()
+        if resp.status != 200:
+            return ""
+        return msgspec.json.decode(data, type=_BoundPod).spec.node_name
+
+    async def evict(self, pod: model.Pod, reason: str) -> None:
+        md = pod.metadata
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"{self.scheduler_name}: {reason}",
+            "lastTransitionTime": _now(),
+        }
+        await self._patch_status(pod, {"conditions": [condition]}, "marking victim")
+        try:
+            await self.core_v1.delete_namespaced_pod(md.name, md.namespace, body={"preconditions": {"uid": md.uid}})
+        except ApiException as e:
+            if e.status not in (404, 409):
+                raise
+        await self._event(pod, "Normal", "Preempted", "Preempting", reason)
+
+    async def nominate(self, pod: model.Pod, node: str) -> None:
+        await self._patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")
+
+    async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
+        key = (pod.metadata.uid, message)
+        now = time.monotonic()
+        if now - self._reported.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
+            return
+        self._reported[key] = now
+        if len(self._reported) > 10000:
+            self._reported = {k: t for k, t in self._reported.items() if now - t < EVENT_REPEAT_SECONDS}
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _now(),
+        }
+        await self._patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of")
+        await self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+
+    async def _patch_status(self, pod: model.Pod, status: dict[str, Any], what: str) -> None:
+        """Strategic-merge ``status`` into the pod's status; a pod already gone is fine."""
+        md = pod.metadata
+        try:
+            await self.core_v1.patch_namespaced_pod_status(md.name, md.namespace, {"status": status})
+        except ApiException as e:
+            if e.status != 404:
+                log.warning("%s %s: %s", what, pod.key, e.reason)
+
+    async def report_scheduled(self, pod: model.Pod, node: str) -> None:
+        await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
+
+    async def _event(self, pod: model.Pod, type_: str, reason: str, action: str, note: str) -> None:
+        md = pod.metadata
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            # client-go's recorder names events "<object>.<unix nanos in hex>";
+            # a generateName ending in "." is rejected by validation.
+            "metadata": {"name": f"{md.name}.{time.time_ns():x}", "namespace": md.namespace},
+            "eventTime": _now_micro(),
+            "reportingController": f"{self.scheduler_name}",
+            "reportingInstance": self.identity,
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": note[:1024],
+            "regarding": {"apiVersion": "v1", "kind": "Pod", "name": md.name, "namespace": md.namespace, "uid": md.uid},
+        }
+        try:
+            resp = await self.events_v1.create_namespaced_event(md.namespace, body, _preload_content=False)
+            status = resp.status
+            resp.release()
+            if status >= 300:
+                log.warning("event %s for %s: HTTP %d", reason, pod.key, status)
+        except Exception as e:  # events are best effort, as in client-go
+            log.warning("event %s for %s: %s", reason, pod.key, e)

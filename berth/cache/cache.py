@@ -1,0 +1,251 @@
+"""The scheduler cache: what is on which node, including what Berth assumed.
+
+Mirrors kube-scheduler's ``pkg/scheduler/backend/cache/cache.go``. A pod
+moves through these states::
+
+      +-------------------------------------------+  +----+
+      |                            Add            |  |    |
+      |                                           |  |    | Update
+      +      Assume                Add            v  v    |
+    Initial +--------> Assumed +------------+---> Added <--+
+      ^                +   +               |       +
+      |                |   |               |       |
+      |                |   |     Add       |       | Remove
+      |                |   |               |       |
+      |                |   |               +       |
+      +----------------+   +-----------> Expired   +----> Deleted
+            Forget             Expire
+
+- ``assume_pod``: the scheduling cycle chose a node; the pod's resources are
+  counted there at once so the next cycle sees them.
+- ``finish_binding``: the bind call returned; if the confirming Add never
+  arrives within ``assumed_ttl`` the pod expires (``cleanup_expired``) and
+  its resources are released.
+- ``forget_pod``: binding failed; undo the assumption.
+- ``add_pod``: the pod is confirmed bound (informer Add, or the embedded
+  binder). An assumed pod that shows up on another node moves there.
+
+Every change bumps the touched node's generation, so :meth:`update_snapshot`
+copies only those rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from berth.cache.table import NodeInfo, NodeTable, PodInfo, ResourceColumns, Snapshot
+from berth.cluster import model
+
+__all__ = ["Cache", "CacheError"]
+
+log = logging.getLogger(__name__)
+
+
+class CacheError(Exception):
+    """A cache operation that contradicts the cache's state (a bug or a race)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _PodState:
+    info: PodInfo
+    node: str
+    assumed: bool = False
+    binding_finished: bool = False
+    deadline: float | None = None
+
+
+PodListener = Callable[[PodInfo, str, int], None]
+
+
+class Cache:
+    """See the module docstring. Not thread-safe: one event loop owns it."""
+
+    def __init__(self, *, assumed_ttl: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.assumed_ttl = assumed_ttl
+        self._clock = clock
+        self.table = NodeTable(ResourceColumns())
+        self._pods: dict[str, _PodState] = {}
+        self._assumed: set[str] = set()
+        self._generation = 0
+        # Called with (pod, node, +1/-1) whenever a pod starts or stops counting
+        # on a node; indexes that need pods (affinity, spread) subscribe.
+        self._listeners: list[PodListener] = []
+        # berth.cache.podindex.PodIndex, created by the first plugin that needs it.
+        self.pod_index: Any = None
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def subscribe(self, listener: PodListener) -> None:
+        self._listeners.append(listener)
+        for st in self._pods.values():
+            listener(st.info, st.node, 1)
+
+    def _touch(self, row: int) -> None:
+        self._generation += 1
+        self.table.gen[row] = self._generation
+        info = self.table.infos[row]
+        if info is not None:
+            info.generation = self._generation
+
+    def _count(self, pi: PodInfo, node: str, sign: int) -> None:
+        row = self.table.row(node)
+        info = self.table.infos[row]
+        assert info is not None
+        if sign > 0:
+            info.add_pod(pi)
+        else:
+            info.remove_pod(pi)
+        self.table.add_pod_usage(row, pi, sign)
+        self._touch(row)
+        for listener in self._listeners:
+            listener(pi, node, sign)
+        if sign < 0:
+            self._drop_ghost(row)
+
+    def _drop_ghost(self, row: int) -> None:
+        """A row with neither a node nor pods stays only as an empty, dead slot."""
+        info = self.table.infos[row]
+        if info is not None and info.node is None and not info.pods:
+            self.table.alive[row] = False
+
+    # ------------------------------------------------------------ nodes
+
+    def add_node(self, node: model.Node) -> None:
+        row = self.table.row(node.metadata.name)
+        self.table.set_node(row, node)
+        self._touch(row)
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        row = self.table.index.get(name)
+        if row is None:
+            return
+        self.table.clear_node(row)
+        self._touch(row)
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        row = self.table.index.get(name)
+        return None if row is None else self.table.infos[row]
+
+    def nodes(self) -> Iterator[model.Node]:
+        for i in self.table.alive_rows().tolist():
+            yield self.table.node(i)
+
+    @property
+    def node_count(self) -> int:
+        return int(self.table.alive[: self.table.size].sum())
+
+    # ------------------------------------------------------------ pods
+
+    @property
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    @property
+    def assumed_count(self) -> int:
+        return len(self._assumed)
+
+    def get_pod(self, uid: str) -> PodInfo | None:
+        st = self._pods.get(uid)
+        return None if st is None else st.info
+
+    def pod_node(self, uid: str) -> str | None:
+        st = self._pods.get(uid)
+        return None if st is None else st.node
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def assume_pod(self, pi: PodInfo, node: str) -> None:
+        if pi.uid in self._pods:
+            raise CacheError(f"pod {pi.key} ({pi.uid}) is already in the cache")
+        self._pods[pi.uid] = _PodState(pi, node, assumed=True)
+        self._assumed.add(pi.uid)
+        self._count(pi, node, 1)
+
+    def finish_binding(self, uid: str) -> None:
+        st = self._pods.get(uid)
+        if st is None or not st.assumed:
+            return
+        st.binding_finished = True
+        st.deadline = self._clock() + self.assumed_ttl
+
+    def forget_pod(self, uid: str) -> None:
+        st = self._pods.get(uid)
+        if st is None:
+            return
+        if not st.assumed:
+            raise CacheError(f"pod {st.info.key} was confirmed; only an assumed pod can be forgotten")
+        del self._pods[uid]
+        self._assumed.discard(uid)
+        self._count(st.info, st.node, -1)
+
+    def add_pod(self, pi: PodInfo) -> None:
+        """A pod bound to ``spec.nodeName`` (informer Add or a confirmed bind)."""
+        node = pi.pod.spec.node_name
+        if not node:
+            raise CacheError(f"pod {pi.key} has no nodeName")
+        st = self._pods.get(pi.uid)
+        if st is not None and st.assumed:
+            # Assumed -> Added; it may have landed elsewhere than assumed.
+            self._assumed.discard(pi.uid)
+            self._count(st.info, st.node, -1)
+            self._pods[pi.uid] = _PodState(pi, node)
+            self._count(pi, node, 1)
+            return
+        if st is not None:
+            self.update_pod(pi)
+            return
+        self._pods[pi.uid] = _PodState(pi, node)
+        self._count(pi, node, 1)
+
+    def update_pod(self, pi: PodInfo) -> None:
+        st = self._pods.get(pi.uid)
+        if st is None or st.assumed:
+            self.add_pod(pi)
+            return
+        self._count(st.info, st.node, -1)
+        node = pi.pod.spec.node_name or st.node
+        self._pods[pi.uid] = _PodState(pi, node)
+        self._count(pi, node, 1)
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        st = self._pods.pop(uid, None)
+        if st is None:
+            return None
+        self._assumed.discard(uid)
+        self._count(st.info, st.node, -1)
+        return st.info
+
+    def cleanup_expired(self) -> list[PodInfo]:
+        """Release assumed pods whose binding finished but never confirmed."""
+        now = self._clock()
+        expired: list[PodInfo] = []
+        for uid in list(self._assumed):
+            st = self._pods[uid]
+            if st.binding_finished and st.deadline is not None and now >= st.deadline:
+                log.warning("assumed pod %s expired on %s: its binding never confirmed", st.info.key, st.node)
+                self.remove_pod(uid)
+                expired.append(st.info)
+        return expired
+
+    def pods(self) -> Iterator[tuple[PodInfo, str, bool]]:
+        """(pod, node, assumed) for every pod counted on a node."""
+        for st in self._pods.values():
+            yield st.info, st.node, st.assumed
+
+    # ------------------------------------------------------------ snapshots
+
+    def update_snapshot(self, snapshot: Snapshot) -> int:
+        """Bring ``snapshot`` up to date; returns how many node rows were copied."""
+        return snapshot.sync_from(self.table)
+
+    def new_snapshot(self) -> Snapshot:
+        snap = Snapshot(self.table.columns.copy())
+        self.update_snapshot(snap)
+        return snap

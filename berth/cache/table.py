@@ -1,0 +1,480 @@
+"""A columnar view of nodes, so a filter or a score sees every node at once.
+
+kube-scheduler runs each Filter plugin once per node (in 16 goroutines);
+Berth runs it once per pod over arrays that hold one row per node:
+
+- ``alloc``/``req``/``req_nz``: int64 ``[nodes, resources]`` — allocatable,
+  requested, and requested with scoring's non-zero defaults (kube-scheduler's
+  ``NodeInfo.Allocatable``, ``Requested``, ``NonZeroRequested``);
+- ``unschedulable``, ``taint_group`` (nodes with the same taints share a group,
+  so tolerations are judged once per distinct taint set), ``alive``;
+- label columns, built lazily per key as categorical codes, so a node
+  selector or a topology key becomes a few numpy comparisons;
+- ``infos``: per node :class:`NodeInfo` (the node object, its pods, ports).
+
+The cache keeps one live table and mutates it; a scheduling cycle reads a
+:class:`Snapshot`, which copies only the rows whose generation moved since the
+last cycle (``Cache.UpdateSnapshot`` in pkg/scheduler/backend/cache/cache.go).
+The extender's full-object mode builds a throw-away table from the nodes in a
+request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cluster import model, resources
+
+__all__ = ["LabelColumn", "NodeInfo", "NodeTable", "PodInfo", "ResourceColumns", "Snapshot"]
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class PodInfo:
+    """A pod with what scheduling derives from it, computed once.
+
+    (kube-scheduler's ``framework.PodInfo``.)
+    """
+
+    pod: model.Pod
+    uid: str
+    key: str
+    requests: dict[str, int]
+    non_zero: dict[str, int]
+    host_ports: list[tuple[str, str, int]]
+
+    @classmethod
+    def of(cls, pod: model.Pod) -> PodInfo:
+        md = pod.metadata
+        # schedutil.GetHostPorts: containers and sidecars (restartable init
+        # containers); other init containers have exited before the pod runs.
+        ports: list[tuple[str, str, int]] = []
+        sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+        for c in (*sidecars, *pod.spec.containers):
+            for p in c.ports:
+                if p.host_port > 0:
+                    ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
+        return cls(
+            pod=pod,
+            uid=md.uid or pod.key,
+            key=pod.key,
+            requests=resources.pod_requests(pod),
+            non_zero=resources.pod_requests(pod, non_zero=True),
+            host_ports=ports,
+        )
+
+    @property
+    def priority(self) -> int:
+        return self.pod.spec.priority or 0
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.metadata.namespace or "default"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.pod.metadata.labels
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class NodeInfo:
+    """One node and the pods Berth knows on it (``framework.NodeInfo``).
+
+    ``node`` is None for a node the cache has pods for but no Node object yet
+    (informers can deliver a pod before its node).
+    """
+
+    name: str
+    node: model.Node | None = None
+    pods: dict[str, PodInfo] = dataclasses.field(default_factory=dict)
+    # (hostIP, protocol, port) -> number of pods using it.
+    used_ports: dict[tuple[str, str, int], int] = dataclasses.field(default_factory=dict)
+    generation: int = 0
+
+    def clone(self) -> NodeInfo:
+        return NodeInfo(self.name, self.node, dict(self.pods), dict(self.used_ports), self.generation)
+
+    def add_pod(self, pi: PodInfo) -> None:
+        self.pods[pi.uid] = pi
+        for port in pi.host_ports:
+            self.used_ports[port] = self.used_ports.get(port, 0) + 1
+
+    def remove_pod(self, pi: PodInfo) -> None:
+        if self.pods.pop(pi.uid, None) is None:
+            return
+        for port in pi.host_ports:
+            left = self.used_ports.get(port, 0) - 1
+            if left > 0:
+                self.used_ports[port] = left
+            else:
+                self.used_ports.pop(port, None)
+
+
+class ResourceColumns:
+    """Which column of the resource arrays holds which resource.
+
+    cpu, memory, ephemeral-storage and pods come first; other resources get a
+    column the first time a node or a pod names one.
+    """
+
+    FIXED = (resources.CPU, resources.MEMORY, resources.EPHEMERAL_STORAGE, resources.PODS)
+
+    def __init__(self) -> None:
+        self.names: list[str] = list(self.FIXED)
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def column(self, name: str) -> int:
+        """The column of ``name``, adding one when it is new."""
+        i = self.index.get(name)
+        if i is None:
+            i = self.index[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def copy(self) -> ResourceColumns:
+        c = ResourceColumns()
+        c.names = list(self.names)
+        c.index = dict(self.index)
+        return c
+
+
+@dataclasses.dataclass(slots=True)
+class LabelColumn:
+    """One label key over all nodes: ``codes[i]`` indexes ``values``, -1 = absent."""
+
+    codes: npt.NDArray[np.int32]
+    values: list[str]
+    code_of: dict[str, int]
+
+    def mask_in(self, values: Iterable[str]) -> BoolArray:
+        codes = [self.code_of[v] for v in values if v in self.code_of]
+        if not codes:
+            return np.zeros(len(self.codes), dtype=bool)
+        if len(codes) == 1:
+            out: BoolArray = self.codes == codes[0]
+            return out
+        return np.isin(self.codes, codes)
+
+    def present(self) -> BoolArray:
+        return self.codes >= 0
+
+    def mask_compare(self, op: str, bound: int) -> BoolArray:
+        """Gt/Lt against each distinct value parsed as an integer."""
+        ok = np.zeros(len(self.values) + 1, dtype=bool)  # last slot: absent (-1)
+        for i, v in enumerate(self.values):
+            try:
+                have = int(v)
+            except ValueError:
+                continue
+            ok[i] = have > bound if op == "Gt" else have < bound
+        return ok[self.codes]
+
+
+class NodeTable:
+    """Rows of node state; see the module docstring."""
+
+    def __init__(self, columns: ResourceColumns | None = None, capacity: int = 64) -> None:
+        self.columns = columns if columns is not None else ResourceColumns()
+        self.size = 0  # rows in use (alive or not)
+        cap = max(capacity, 1)
+        r = len(self.columns)
+        self.alloc: IntArray = np.zeros((cap, r), dtype=np.int64)
+        self.req: IntArray = np.zeros((cap, r), dtype=np.int64)
+        self.req_nz: IntArray = np.zeros((cap, r), dtype=np.int64)
+        self.alive: BoolArray = np.zeros(cap, dtype=bool)
+        self.unschedulable: BoolArray = np.zeros(cap, dtype=bool)
+        self.taint_group: npt.NDArray[np.int32] = np.zeros(cap, dtype=np.int32)
+        self.gen: IntArray = np.zeros(cap, dtype=np.int64)
+        self.infos: list[NodeInfo | None] = []
+        self.index: dict[str, int] = {}
+        # Distinct taint sets; group 0 is "no taints".
+        self.taint_sets: list[tuple[model.Taint, ...]] = [()]
+        self._taint_group_of: dict[tuple[model.Taint, ...], int] = {(): 0}
+        # Bumped when anything label-, taint- or membership-shaped changes.
+        self.shape_version = 0
+        self._label_cols: dict[str, LabelColumn] = {}
+        self._label_cols_version = -1
+        self._order: IntArray | None = None
+        self._images: dict[str, tuple[IntArray, IntArray]] | None = None
+        # The table whose row numbers this one shares: itself, or for a
+        # snapshot the cache's live table. Indexes kept by row (see
+        # berth.cache.podindex) apply to a table only when they share row space.
+        self.row_space: NodeTable = self
+
+    # ------------------------------------------------------------ growth
+
+    def _grow_rows(self, need: int) -> None:
+        cap = len(self.alive)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+
+        def grow(a: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+            out = np.zeros((new, *a.shape[1:]), dtype=a.dtype)
+            out[:cap] = a
+            return out
+
+        self.alloc = grow(self.alloc)  # type: ignore[assignment]
+        self.req = grow(self.req)  # type: ignore[assignment]
+        self.req_nz = grow(self.req_nz)  # type: ignore[assignment]
+        self.alive = grow(self.alive)  # type: ignore[assignment]
+        self.unschedulable = grow(self.unschedulable)  # type: ignore[assignment]
+        self.taint_group = grow(self.taint_group)  # type: ignore[assignment]
+        self.gen = grow(self.gen)  # type: ignore[assignment]
+
+    def ensure_columns(self) -> None:
+        """Widen the resource arrays after ``columns`` gained resources."""
+        r = len(self.columns)
+        have = self.alloc.shape[1]
+        if r <= have:
+            return
+        pad = ((0, 0), (0, r - have))
+        self.alloc = np.pad(self.alloc, pad)
+        self.req = np.pad(self.req, pad)
+        self.req_nz = np.pad(self.req_nz, pad)
+
+    def vector(self, amounts: dict[str, int]) -> IntArray:
+        """A resource dict as a row vector in this table's column order."""
+        for name in amounts:
+            if name not in self.columns.index:
+                self.columns.column(name)
+        self.ensure_columns()
+        v = np.zeros(self.alloc.shape[1], dtype=np.int64)
+        for name, amount in amounts.items():
+            v[self.columns.index[name]] = amount
+        return v
+
+    # ------------------------------------------------------------ rows
+
+    def row(self, name: str) -> int:
+        """The row of node ``name``, creating a (not alive) one when new."""
+        i = self.index.get(name)
+        if i is None:
+            i = self.size
+            self._grow_rows(i + 1)
+            self.size += 1
+            self.index[name] = i
+            self.infos.append(NodeInfo(name))
+            self.shape_version += 1
+        return i
+
+    def set_node(self, i: int, node: model.Node) -> None:
+        info = self.infos[i]
+        assert info is not None
+        old = info.node
+        info.node = node
+        alloc = resources.node_allocatable(node)
+        alloc_row = self.vector(alloc)
+        self.alloc[i] = alloc_row
+        self.unschedulable[i] = node.spec.unschedulable
+        taints = tuple(node.spec.taints)
+        g = self._taint_group_of.get(taints)
+        if g is None:
+            g = self._taint_group_of[taints] = len(self.taint_sets)
+            self.taint_sets.append(taints)
+        self.taint_group[i] = g
+        if (
+            old is None
+            or not self.alive[i]
+            or old.metadata.labels != node.metadata.labels
+            or old.status.images != node.status.images
+            or old.spec.taints != node.spec.taints
+        ):
+            self.shape_version += 1
+        self.alive[i] = True
+
+    def clear_node(self, i: int) -> None:
+        info = self.infos[i]
+        assert info is not None
+        info.node = None
+        self.alive[i] = False
+        self.alloc[i] = 0
+        self.shape_version += 1
+
+    def add_pod_usage(self, i: int, pi: PodInfo, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) a pod's requests on row ``i``."""
+        for name, amount in pi.requests.items():
+            if name == resources.PODS:
+                continue  # a pod counts as one pod, whatever it claims to request
+            c = self.columns.index.get(name)
+            if c is None:
+                c = self.columns.column(name)
+                self.ensure_columns()
+            self.req[i, c] += sign * amount
+            if name != resources.CPU and name != resources.MEMORY:
+                self.req_nz[i, c] += sign * amount
+        idx = self.columns.index
+        self.req_nz[i, idx[resources.CPU]] += sign * pi.non_zero.get(resources.CPU, 0)
+        self.req_nz[i, idx[resources.MEMORY]] += sign * pi.non_zero.get(resources.MEMORY, 0)
+        pods = idx[resources.PODS]
+        self.req[i, pods] += sign
+        self.req_nz[i, pods] += sign
+
+    # ------------------------------------------------------------ derived, lazily
+
+    def node(self, i: int) -> model.Node:
+        info = self.infos[i]
+        assert info is not None and info.node is not None
+        return info.node
+
+    def name(self, i: int) -> str:
+        info = self.infos[i]
+        assert info is not None
+        return info.name
+
+    def label_column(self, key: str) -> LabelColumn:
+        if self._label_cols_version != self.shape_version:
+            self._label_cols = {}
+            self._label_cols_version = self.shape_version
+        col = self._label_cols.get(key)
+        if col is None:
+            col = self._label_cols[key] = self._build_label_column(key)
+        return col
+
+    def _build_label_column(self, key: str) -> LabelColumn:
+        codes = np.full(self.size, -1, dtype=np.int32)
+        values: list[str] = []
+        code_of: dict[str, int] = {}
+        for i, info in enumerate(self.infos):
+            if info is None or info.node is None:
+                continue
+            v = info.node.metadata.labels.get(key)
+            if v is None:
+                continue
+            c = code_of.get(v)
+            if c is None:
+                c = code_of[v] = len(values)
+                values.append(v)
+            codes[i] = c
+        return LabelColumn(codes, values, code_of)
+
+    def order(self) -> IntArray:
+        """Alive rows in kube-scheduler's NodeTree order: zones round-robin.
+
+        (pkg/scheduler/backend/cache/node_tree.go: ``list()`` takes one node
+        from each zone in turn, so a partial scan samples every zone.)
+        """
+        if self._order is not None and self._order_version == self.shape_version:
+            return self._order
+        zones: dict[str, list[int]] = {}
+        for i in np.flatnonzero(self.alive[: self.size]).tolist():
+            labels = self.node(i).metadata.labels
+            zone = labels.get(REGION_LABEL, "") + ":\x00:" + labels.get(ZONE_LABEL, "")
+            zones.setdefault(zone, []).append(i)
+        out: list[int] = []
+        lists = list(zones.values())
+        depth = max((len(z) for z in lists), default=0)
+        for k in range(depth):
+            for z in lists:
+                if k < len(z):
+                    out.append(z[k])
+        self._order = np.asarray(out, dtype=np.int64)
+        self._order_version = self.shape_version
+        return self._order
+
+    _order_version: int = -1
+
+    def images(self) -> dict[str, tuple[IntArray, IntArray]]:
+        """Image name, exactly as nodes report it -> (rows that have it, its size on each).
+
+        kube-scheduler keys ``NodeInfo.ImageStates`` by the node's names
+        unchanged; only the pod's image is normalised before the lookup. A
+        node listing one image under two names counts it once per name.
+        """
+        if self._images is not None and self._images_version == self.shape_version:
+            return self._images
+        acc: dict[str, tuple[list[int], list[int]]] = {}
+        for i, info in enumerate(self.infos):
+            if info is None or info.node is None:
+                continue
+            seen: set[str] = set()
+            for img in info.node.status.images:
+                for name in img.names:
+                    if name in seen:
+                        continue
+                    seen.add(name)
+                    rows, sizes = acc.setdefault(name, ([], []))
+                    rows.append(i)
+                    sizes.append(img.size_bytes)
+        self._images = {k: (np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.int64)) for k, (r, s) in acc.items()}
+        self._images_version = self.shape_version
+        return self._images
+
+    _images_version: int = -1
+
+    def alive_rows(self) -> IntArray:
+        return np.flatnonzero(self.alive[: self.size])
+
+    @classmethod
+    def of_nodes(cls, nodes: Sequence[model.Node], columns: ResourceColumns | None = None) -> NodeTable:
+        """A table of exactly these nodes, in this order, with no pods."""
+        t = cls(columns.copy() if columns is not None else None, capacity=len(nodes))
+        for node in nodes:
+            i = t.row(node.metadata.name)
+            t.set_node(i, node)
+        return t
+
+
+def normalize_image(name: str) -> str:
+    """ImageLocality's normalizedImageName: an untagged, undigested image is ``:latest``."""
+    if name.rfind(":") <= name.rfind("/") and "@" not in name:
+        return name + ":latest"
+    return name
+
+
+class Snapshot(NodeTable):
+    """What one scheduling cycle sees: a copy-on-generation view of the cache."""
+
+    def sync_from(self, live: NodeTable) -> int:
+        """Copy the rows that changed in ``live`` since the last sync; returns how many."""
+        self.row_space = live.row_space
+        if live.columns.names != self.columns.names:
+            self.columns = live.columns.copy()
+            self.alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
+            self.req = np.zeros((0, len(self.columns)), dtype=np.int64)
+            self.req_nz = np.zeros((0, len(self.columns)), dtype=np.int64)
+            self.gen = np.zeros(0, dtype=np.int64)
+        cap = len(live.alive)
+        if self.alloc.shape[0] != cap or self.alloc.shape[1] != live.alloc.shape[1]:
+            self.alloc = live.alloc.copy()
+            self.req = live.req.copy()
+            self.req_nz = live.req_nz.copy()
+            self.alive = live.alive.copy()
+            self.unschedulable = live.unschedulable.copy()
+            self.taint_group = live.taint_group.copy()
+            self.gen = np.full(cap, -1, dtype=np.int64)
+            self.infos = [None] * live.size
+        n = live.size
+        if len(self.infos) < n:
+            self.infos.extend([None] * (n - len(self.infos)))
+        changed = np.flatnonzero(live.gen[:n] != self.gen[:n])
+        if changed.size:
+            self.alloc[changed] = live.alloc[changed]
+            self.req[changed] = live.req[changed]
+            self.req_nz[changed] = live.req_nz[changed]
+            self.alive[changed] = live.alive[changed]
+            self.unschedulable[changed] = live.unschedulable[changed]
+            self.taint_group[changed] = live.taint_group[changed]
+            self.gen[changed] = live.gen[changed]
+            for i in changed.tolist():
+                src = live.infos[i]
+                self.infos[i] = src.clone() if src is not None else None
+        self.size = n
+        if self.shape_version != live.shape_version:
+            self.index = dict(live.index)
+            self.taint_sets = list(live.taint_sets)
+            self.shape_version = live.shape_version
+        return int(changed.size)

@@ -1,0 +1,245 @@
+"""Kubernetes manifests in, Berth's model out: for the embedded cluster file,
+``berth submit`` / ``berth explain`` and tests.
+
+Accepts multi-document YAML or JSON, each document an object or a ``List``
+(``kind: List`` or ``*List`` with ``items``). Kinds: Node, Pod, PodGroup
+(``scheduling.x-k8s.io``) and PodDisruptionBudget. Every object is checked the
+way the API server would reject it (names, quantities, selector operators),
+and errors name the document and the field: ``cluster.yaml: document 3
+(Pod default/web-0): spec.containers[0].resources.requests.cpu: invalid
+quantity 'lots'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from berth.cluster import labels, model, resources
+
+__all__ = ["ManifestError", "Manifests", "load", "loads", "parse_documents", "validate_node", "validate_pod"]
+
+_UID_NAMESPACE = uuid.UUID("6f1d2c1e-3b7a-4c55-9a57-1f0a6b2d7e11")
+
+
+class ManifestError(ValueError):
+    """A manifest Berth cannot take; the message names document and field."""
+
+
+@dataclasses.dataclass(slots=True)
+class Manifests:
+    nodes: list[model.Node] = dataclasses.field(default_factory=list)
+    pods: list[model.Pod] = dataclasses.field(default_factory=list)
+    pod_groups: list[model.PodGroup] = dataclasses.field(default_factory=list)
+    pdbs: list[model.PodDisruptionBudget] = dataclasses.field(default_factory=list)
+
+
+def _iter_objects(docs: list[Any]) -> Iterator[tuple[str, Any]]:
+    for i, doc in enumerate(docs, start=1):
+        where = f"document {i}"
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise ManifestError(f"{where}: expected an object, got {type(doc).__name__}")
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ManifestError(f"{where}: items must be a list")
+            for j, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise ManifestError(f"{where} items[{j}]: expected an object")
+                yield f"{where} items[{j}]", item
+        else:
+            yield where, doc
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata") or {}
+    name = md.get("name", "?") if isinstance(md, Mapping) else "?"
+    ns = md.get("namespace") if isinstance(md, Mapping) else None
+    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
+
+
+def _convert(obj: Mapping[str, Any], typ: type[Any], where: str) -> Any:
+    try:
+        return msgspec.convert(dict(obj), typ)
+    except msgspec.ValidationError as e:
+        msg, _, at = str(e).partition(" - at `")
+        path = at.rstrip("`").removeprefix("$").removeprefix(".")
+        raise ManifestError(f"{where}: {path + ': ' if path else ''}{msg}") from None
+
+
+def _check_resources(rl: Mapping[str, Any], path: str) -> None:
+    for name, v in rl.items():
+        try:
+            amount = resources.canonical(name, v)
+        except resources.QuantityError as e:
+            raise ManifestError(f"{path}.{name}: {e}") from None
+        if amount < 0:
+            raise ManifestError(f"{path}.{name}: must not be negative")
+
+
+def _check_selector(sel: model.LabelSelector | None, path: str) -> None:
+    try:
+        labels.validate_label_selector(sel, path)
+    except labels.SelectorError as e:
+        raise ManifestError(str(e)) from None
+
+
+def validate_pod(pod: model.Pod) -> None:
+    """The checks the API server's validation would make that scheduling relies on."""
+    md = pod.metadata
+    if not md.name:
+        raise ManifestError("metadata.name: required")
+    spec = pod.spec
+    if not spec.containers:
+        raise ManifestError("spec.containers: at least one container is required")
+    for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for i, c in enumerate(containers):
+            if c.resources is not None:
+                _check_resources(c.resources.requests, f"spec.{field}[{i}].resources.requests")
+                _check_resources(c.resources.limits, f"spec.{field}[{i}].resources.limits")
+            for j, p in enumerate(c.ports):
+                if not 0 <= p.host_port <= 65535:
+                    raise ManifestError(f"spec.{field}[{i}].ports[{j}].hostPort: out of range")
+    _check_resources(spec.overhead, "spec.overhead")
+    aff = spec.affinity
+    if aff is not None and aff.node_affinity is not None:
+        req = aff.node_affinity.required_during_scheduling_ignored_during_execution
+        terms = req.node_selector_terms if req else []
+        prefs = [p.preference for p in aff.node_affinity.preferred_during_scheduling_ignored_during_execution]
+        for kind, ts in (
+            ("requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", terms),
+            ("preferredDuringSchedulingIgnoredDuringExecution", prefs),
+        ):
+            for i, t in enumerate(ts):
+                for j, r in enumerate([*t.match_expressions, *t.match_fields]):
+                    try:
+                        labels.validate_node_requirement(
+                            r, f"spec.affinity.nodeAffinity.{kind}[{i}].matchExpressions[{j}]"
+                        )
+                    except labels.SelectorError as e:
+                        raise ManifestError(str(e)) from None
+    for field, pa in (
+        ("podAffinity", aff.pod_affinity if aff else None),
+        ("podAntiAffinity", aff.pod_anti_affinity if aff else None),
+    ):
+        if pa is None:
+            continue
+        for i, term in enumerate(pa.required_during_scheduling_ignored_during_execution):
+            base = f"spec.affinity.{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+            if not term.topology_key:
+                raise ManifestError(f"{base}.topologyKey: required")
+            _check_selector(term.label_selector, f"{base}.labelSelector")
+        for i, w in enumerate(pa.preferred_during_scheduling_ignored_during_execution):
+            base = f"spec.affinity.{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            if not 1 <= w.weight <= 100:
+                raise ManifestError(f"{base}.weight: must be in the range 1-100")
+            if not w.pod_affinity_term.topology_key:
+                raise ManifestError(f"{base}.podAffinityTerm.topologyKey: required")
+    for i, tsc in enumerate(spec.topology_spread_constraints):
+        base = f"spec.topologySpreadConstraints[{i}]"
+        if tsc.max_skew <= 0:
+            raise ManifestError(f"{base}.maxSkew: must be greater than zero")
+        if not tsc.topology_key:
+            raise ManifestError(f"{base}.topologyKey: required")
+        if tsc.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise ManifestError(f"{base}.whenUnsatisfiable: unsupported value {tsc.when_unsatisfiable!r}")
+        if tsc.min_domains is not None and (tsc.min_domains <= 0 or tsc.when_unsatisfiable != "DoNotSchedule"):
+            raise ManifestError(f"{base}.minDomains: must be > 0 and only with whenUnsatisfiable=DoNotSchedule")
+        _check_selector(tsc.label_selector, f"{base}.labelSelector")
+    for i, tol in enumerate(spec.tolerations):
+        if tol.operator not in ("", "Equal", "Exists"):
+            raise ManifestError(f"spec.tolerations[{i}].operator: unsupported value {tol.operator!r}")
+        if tol.operator == "Exists" and tol.value:
+            raise ManifestError(f"spec.tolerations[{i}].value: must be empty when operator is Exists")
+
+
+def validate_node(node: model.Node) -> None:
+    if not node.metadata.name:
+        raise ManifestError("metadata.name: required")
+    _check_resources(node.status.capacity, "status.capacity")
+    _check_resources(node.status.allocatable, "status.allocatable")
+    for i, t in enumerate(node.spec.taints):
+        if t.effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ManifestError(f"spec.taints[{i}].effect: unsupported value {t.effect!r}")
+
+
+def default_uid(namespace: str, name: str) -> str:
+    """A stable UID for objects that were written without one."""
+    return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
+
+
+def parse_documents(docs: list[Any], *, default_namespace: str = "default") -> Manifests:
+    out = Manifests()
+    for where, obj in _iter_objects(docs):
+        kind = obj.get("kind")
+        label = f"{where} ({_describe(obj)})"
+        try:
+            if kind == "Node":
+                node = _convert(obj, model.Node, label)
+                validate_node(node)
+                node.metadata.namespace = ""
+                node.metadata.uid = node.metadata.uid or default_uid("", node.metadata.name)
+                out.nodes.append(node)
+            elif kind == "Pod":
+                pod = _convert(obj, model.Pod, label)
+                validate_pod(pod)
+                md = pod.metadata
+                md.namespace = md.namespace or default_namespace
+                md.uid = md.uid or default_uid(md.namespace, md.name)
+                out.pods.append(pod)
+            elif kind == "PodGroup":
+                group = _convert(obj, model.PodGroup, label)
+                if not group.metadata.name:
+                    raise ManifestError("metadata.name: required")
+                if group.spec.min_member < 1:
+                    raise ManifestError("spec.minMember: must be at least 1")
+                group.metadata.namespace = group.metadata.namespace or default_namespace
+                out.pod_groups.append(group)
+            elif kind == "PodDisruptionBudget":
+                pdb = _convert(obj, model.PodDisruptionBudget, label)
+                pdb.metadata.namespace = pdb.metadata.namespace or default_namespace
+                out.pdbs.append(pdb)
+            elif kind is None:
+                raise ManifestError("kind: required")
+            else:
+                raise ManifestError(f"kind: {kind!r} is not supported (Node, Pod, PodGroup, PodDisruptionBudget)")
+        except ManifestError as e:
+            text = str(e)
+            raise ManifestError(text if text.startswith(label) else f"{label}: {text}") from None
+    return out
+
+
+def loads(text: str, *, source: str = "<input>", default_namespace: str = "default") -> Manifests:
+    """Parse YAML (any number of documents) or JSON text."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith(("{", "[")):
+            data = json.loads(text)
+            docs = data if isinstance(data, list) else [data]
+        else:
+            docs = list(yaml.safe_load_all(text))
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise ManifestError(f"{source}: not valid YAML or JSON: {e}") from None
+    try:
+        return parse_documents(docs, default_namespace=default_namespace)
+    except ManifestError as e:
+        raise ManifestError(f"{source}: {e}") from None
+
+
+def load(path: str | Path, *, default_namespace: str = "default") -> Manifests:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ManifestError(f"{p}: {e.strerror}") from None
+    return loads(text, source=str(p), default_namespace=default_namespace)

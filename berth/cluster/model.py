@@ -1,0 +1,320 @@
+"""Berth's own typed model of the Kubernetes objects scheduling looks at.
+
+The structs mirror core/v1 field for field (camelCase on the wire, snake_case
+in Python) but keep only what a scheduler reads, so a full Pod or Node as the
+API server renders it decodes straight into them with ``msgspec`` and every
+field scheduling does not need is skipped in C without being materialised.
+
+Resource quantities stay as Kubernetes writes them ("500m", "1Gi", 2);
+:mod:`berth.cluster.resources` turns them into canonical integers once per object.
+The protobuf contract (``berth.v1``) carries the canonical integers instead;
+:mod:`berth.adapters.grpc.convert` translates between the two at the core's boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "LABEL_POD_GROUP",
+    "Affinity",
+    "Container",
+    "ContainerImage",
+    "ContainerPort",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "Node",
+    "NodeAffinity",
+    "NodeSelector",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "NodeSpec",
+    "NodeStatus",
+    "ObjectMeta",
+    "OwnerReference",
+    "Pod",
+    "PodAffinity",
+    "PodAffinityTerm",
+    "PodDisruptionBudget",
+    "PodGroup",
+    "PodSpec",
+    "PodStatus",
+    "PreferredSchedulingTerm",
+    "Quantity",
+    "ResourceList",
+    "SchedulingGate",
+    "Taint",
+    "Toleration",
+    "TopologySpreadConstraint",
+    "WeightedPodAffinityTerm",
+    "pod_key",
+]
+
+#: The label that makes a pod a member of a gang (scheduler-plugins' coscheduling).
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+
+#: A Kubernetes quantity as written in a manifest: "100m", "1Gi", 2, 0.5.
+Quantity = str | int | float
+ResourceList = dict[str, Quantity]
+
+
+class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """Base: camelCase keys, unknown keys ignored, defaults omitted on encode."""
+
+
+class _K8sValue(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True):
+    """Base for small immutable values that are hashed and compared (taints, tolerations)."""
+
+
+class OwnerReference(_K8s):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class ObjectMeta(_K8s):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    resource_version: str = ""
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    owner_references: list[OwnerReference] = []
+
+
+# ---------------------------------------------------------------- selectors
+
+
+class LabelSelectorRequirement(_K8s):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class LabelSelector(_K8s):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[LabelSelectorRequirement] = []
+
+
+class NodeSelectorRequirement(_K8s):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class NodeSelectorTerm(_K8s):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(_K8s):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class PreferredSchedulingTerm(_K8s):
+    weight: int
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(_K8s):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
+
+
+class PodAffinityTerm(_K8s):
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = []
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
+
+
+class WeightedPodAffinityTerm(_K8s):
+    weight: int
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(_K8s):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
+
+
+class Affinity(_K8s):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class Toleration(_K8sValue, frozen=True):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class TopologySpreadConstraint(_K8s):
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
+# ---------------------------------------------------------------- pods
+
+
+class ContainerPort(_K8s):
+    container_port: int = 0
+    host_port: int = 0
+    protocol: str = ""
+    host_ip: str = msgspec.field(default="", name="hostIP")
+
+
+class ResourceRequirements(_K8s):
+    requests: ResourceList = {}
+    limits: ResourceList = {}
+
+
+class Container(_K8s):
+    name: str = ""
+    image: str = ""
+    resources: ResourceRequirements | None = None
+    ports: list[ContainerPort] = []
+    restart_policy: str | None = None
+
+
+class SchedulingGate(_K8s):
+    name: str
+
+
+class PodSpec(_K8s):
+    node_name: str = ""
+    scheduler_name: str = ""
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str | None = None
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: ResourceList = {}
+    scheduling_gates: list[SchedulingGate] = []
+    host_network: bool = False
+    resources: ResourceRequirements | None = None
+
+
+class PodStatus(_K8s):
+    phase: str = ""
+    nominated_node_name: str = ""
+
+
+class Pod(_K8s):
+    api_version: str = "v1"
+    kind: str = "Pod"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    @property
+    def key(self) -> str:
+        return pod_key(self.metadata.namespace, self.metadata.name)
+
+
+def pod_key(namespace: str, name: str) -> str:
+    """NAMESPACE/NAME, the key kube-scheduler logs and indexes pods by."""
+    return f"{namespace or 'default'}/{name}"
+
+
+# ---------------------------------------------------------------- nodes
+
+
+class Taint(_K8sValue, frozen=True):
+    key: str
+    effect: str
+    value: str = ""
+
+
+class ContainerImage(_K8s):
+    names: list[str] = []
+    size_bytes: int = 0
+
+
+class NodeSpec(_K8s):
+    unschedulable: bool = False
+    taints: list[Taint] = []
+
+
+class NodeStatus(_K8s):
+    capacity: ResourceList = {}
+    allocatable: ResourceList = {}
+    images: list[ContainerImage] = []
+
+
+class Node(_K8s):
+    api_version: str = "v1"
+    kind: str = "Node"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# ---------------------------------------------------------------- groups
+
+
+class PodGroupSpec(_K8s):
+    min_member: int = 1
+    schedule_timeout_seconds: int | None = None
+    min_resources: ResourceList = {}
+
+
+class PodGroup(_K8s):
+    """scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` PodGroup."""
+
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
+    kind: str = "PodGroup"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodGroupSpec = msgspec.field(default_factory=PodGroupSpec)
+
+    @property
+    def key(self) -> str:
+        return pod_key(self.metadata.namespace, self.metadata.name)
+
+
+class PodDisruptionBudgetSpec(_K8s):
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_K8s):
+    disruptions_allowed: int = 0
+
+
+class PodDisruptionBudget(_K8s):
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
+def to_builtins(obj: msgspec.Struct) -> Any:
+    """The Kubernetes JSON form (camelCase dicts) of a model object."""
+    return msgspec.to_builtins(obj)

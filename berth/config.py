@@ -1,0 +1,294 @@
+"""BerthConfiguration: one YAML document, modelled on KubeSchedulerConfiguration.
+
+::
+
+    apiVersion: berth.dev/v1
+    kind: BerthConfiguration
+    percentageOfNodesToScore: 0          # 0 = kube-scheduler's adaptive default
+    podInitialBackoffSeconds: 1
+    podMaxBackoffSeconds: 10
+    podMaxInUnschedulablePodsSeconds: 300
+    profiles:
+    - schedulerName: berth
+      plugins:
+        multiPoint: {enabled: [{name: Coscheduling}], disabled: [{name: ImageLocality}]}
+        score: {enabled: [{name: NodeResourcesFit, weight: 2}]}
+      pluginConfig:
+      - name: NodeResourcesFit
+        args: {scoringStrategy: {type: MostAllocated}}
+
+Every key is checked: an unknown field, a wrong type, an unknown plugin or an
+invalid argument stops start-up with :class:`ConfigError`, whose message
+names the offending field path (``profiles[0].pluginConfig[1].args...``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "BerthConfiguration",
+    "ConfigError",
+    "ExtenderConfig",
+    "GrpcConfig",
+    "HttpConfig",
+    "LeaderElectionConfig",
+    "PluginConfig",
+    "PluginRef",
+    "PluginSet",
+    "Plugins",
+    "Profile",
+    "TLSConfig",
+    "load",
+    "parse",
+]
+
+API_VERSION = "berth.dev/v1"
+KIND = "BerthConfiguration"
+DEFAULT_SCHEDULER_NAME = "berth"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the field path."""
+
+
+class _Cfg(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    pass
+
+
+class PluginRef(_Cfg):
+    name: str
+    weight: int | None = None
+
+
+class PluginSet(_Cfg):
+    enabled: list[PluginRef] = []
+    disabled: list[PluginRef] = []
+
+
+class Plugins(_Cfg):
+    """Per extension point, like KubeSchedulerConfiguration's ``plugins``."""
+
+    multi_point: PluginSet = msgspec.field(default_factory=PluginSet)
+    pre_enqueue: PluginSet = msgspec.field(default_factory=PluginSet)
+    queue_sort: PluginSet = msgspec.field(default_factory=PluginSet)
+    pre_filter: PluginSet = msgspec.field(default_factory=PluginSet)
+    filter: PluginSet = msgspec.field(default_factory=PluginSet)
+    post_filter: PluginSet = msgspec.field(default_factory=PluginSet)
+    pre_score: PluginSet = msgspec.field(default_factory=PluginSet)
+    score: PluginSet = msgspec.field(default_factory=PluginSet)
+    reserve: PluginSet = msgspec.field(default_factory=PluginSet)
+    permit: PluginSet = msgspec.field(default_factory=PluginSet)
+    pre_bind: PluginSet = msgspec.field(default_factory=PluginSet)
+    bind: PluginSet = msgspec.field(default_factory=PluginSet)
+    post_bind: PluginSet = msgspec.field(default_factory=PluginSet)
+
+
+class PluginConfig(_Cfg):
+    name: str
+    args: dict[str, Any] = {}
+
+
+class Profile(_Cfg):
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    plugins: Plugins = msgspec.field(default_factory=Plugins)
+    plugin_config: list[PluginConfig] = []
+    #: Overrides the global value for this profile.
+    percentage_of_nodes_to_score: int | None = None
+    #: Choose at random among the N best-scoring nodes (0 or 1: the best,
+    #: ties broken at random, as kube-scheduler does).
+    randomize_top_n: int = 0
+
+
+class TLSConfig(_Cfg):
+    cert_file: str
+    key_file: str
+    #: When set, clients must present a certificate signed by this CA (mTLS).
+    client_ca_file: str | None = msgspec.field(default=None, name="clientCAFile")
+
+
+class HttpConfig(_Cfg):
+    host: str = "0.0.0.0"
+    port: int = 8888
+    tls: TLSConfig | None = None
+    #: Requests bigger than this get 413. The default holds 15000 full nodes.
+    max_body_bytes: int = 256 * 1024 * 1024
+
+
+class GrpcConfig(_Cfg):
+    host: str = "0.0.0.0"
+    port: int = 50051
+    tls: TLSConfig | None = None
+    max_message_bytes: int = 64 * 1024 * 1024
+
+
+class ExtenderConfig(_Cfg):
+    """How Berth answers kube-scheduler's extender calls."""
+
+    url_prefix: str = "/scheduler"
+    #: The Berth profile that judges pods arriving over the extender.
+    profile: str = DEFAULT_SCHEDULER_NAME
+    #: Extended resources Berth accounts for on kube-scheduler's behalf
+    #: (kube-scheduler's managedResources with ignoredByScheduler: true).
+    managed_resources: list[str] = []
+    #: Pods requesting none of managed_resources pass every node untouched.
+    pass_through_unmanaged: bool = False
+
+
+class LeaderElectionConfig(_Cfg):
+    leader_elect: bool = True
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    resource_name: str = "berth"
+    resource_namespace: str = "kube-system"
+
+
+class BerthConfiguration(_Cfg):
+    api_version: str = API_VERSION
+    kind: str = KIND
+    profiles: list[Profile] = msgspec.field(default_factory=lambda: [Profile()])
+    #: False for a pure extender: Berth then answers kube-scheduler's calls
+    #: and gRPC reads but never schedules pods itself.
+    run_scheduling_loop: bool = True
+    percentage_of_nodes_to_score: int = 0
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    pod_max_in_unschedulable_pods_seconds: float = 300.0
+    #: An assumed pod whose bind returned but never confirmed is released
+    #: after this long (kube-scheduler's durationToExpireAssumedPod).
+    assumed_pod_ttl_seconds: float = msgspec.field(default=30.0, name="assumedPodTTLSeconds")
+    #: Default time a gang member waits at Permit for the rest of its gang.
+    gang_schedule_timeout_seconds: float = 60.0
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
+    grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
+    extender: ExtenderConfig = msgspec.field(default_factory=ExtenderConfig)
+    leader_election: LeaderElectionConfig = msgspec.field(default_factory=LeaderElectionConfig)
+
+    def profile(self, scheduler_name: str) -> Profile | None:
+        return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
+
+
+_PATH_RE = re.compile(r"\$((?:\.[A-Za-z0-9_]+|\[\d+\])*)")
+
+
+def _msgspec_error(err: msgspec.ValidationError) -> ConfigError:
+    """msgspec says ``... - at `$.profiles[0].plugins```; we say the path first."""
+    text = str(err)
+    msg, _, where = text.partition(" - at `")
+    path = where.rstrip("`").removeprefix("$").removeprefix(".") if where else ""
+    if msg.startswith("Object contains unknown field"):
+        field = msg.split("`")[1] if "`" in msg else ""
+        full = f"{path}.{field}" if path else field
+        return ConfigError(f"{full}: unknown field")
+    return ConfigError(f"{path or '(root)'}: {msg}")
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def parse(doc: Mapping[str, Any] | None) -> BerthConfiguration:
+    """Decode and validate one configuration document; raises ConfigError."""
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"(root): expected a mapping, got {type(doc).__name__}")
+    try:
+        cfg = msgspec.convert(dict(doc), BerthConfiguration)
+    except msgspec.ValidationError as e:
+        raise _msgspec_error(e) from None
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: BerthConfiguration) -> None:
+    # Imported here: the registry imports plugin modules, which import config-free code.
+    from berth.framework import registry
+
+    if cfg.api_version != API_VERSION:
+        raise ConfigError(f"apiVersion: must be {API_VERSION!r}, got {cfg.api_version!r}")
+    if cfg.kind != KIND:
+        raise ConfigError(f"kind: must be {KIND!r}, got {cfg.kind!r}")
+    if not 0 <= cfg.percentage_of_nodes_to_score <= 100:
+        raise ConfigError("percentageOfNodesToScore: must be between 0 and 100")
+    if cfg.pod_initial_backoff_seconds <= 0:
+        raise ConfigError("podInitialBackoffSeconds: must be greater than 0")
+    if cfg.pod_max_backoff_seconds < cfg.pod_initial_backoff_seconds:
+        raise ConfigError("podMaxBackoffSeconds: must be at least podInitialBackoffSeconds")
+    if cfg.pod_max_in_unschedulable_pods_seconds <= 0:
+        raise ConfigError("podMaxInUnschedulablePodsSeconds: must be greater than 0")
+    if cfg.assumed_pod_ttl_seconds <= 0:
+        raise ConfigError("assumedPodTTLSeconds: must be greater than 0")
+    for name, port in (("http.port", cfg.http.port), ("grpc.port", cfg.grpc.port)):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{name}: {port} is not a valid port")
+    if cfg.http.max_body_bytes <= 0:
+        raise ConfigError("http.maxBodyBytes: must be greater than 0")
+    le = cfg.leader_election
+    if le.leader_elect:
+        # component-base's leader election validation (and the library's).
+        if le.retry_period_seconds < 1:
+            raise ConfigError("leaderElection.retryPeriodSeconds: must be at least 1")
+        if le.renew_deadline_seconds <= 1.2 * le.retry_period_seconds:
+            raise ConfigError("leaderElection.renewDeadlineSeconds: must be greater than 1.2 x retryPeriodSeconds")
+        if le.lease_duration_seconds <= le.renew_deadline_seconds:
+            raise ConfigError("leaderElection.leaseDurationSeconds: must be greater than renewDeadlineSeconds")
+    if not cfg.extender.url_prefix.startswith("/"):
+        raise ConfigError("extender.urlPrefix: must start with '/'")
+    if not cfg.profiles:
+        raise ConfigError("profiles: at least one profile is required")
+    seen: set[str] = set()
+    for i, prof in enumerate(cfg.profiles):
+        path = f"profiles[{i}]"
+        if not prof.scheduler_name or not _DNS_LABEL.match(prof.scheduler_name):
+            raise ConfigError(f"{path}.schedulerName: {prof.scheduler_name!r} is not a valid name")
+        if prof.scheduler_name in seen:
+            raise ConfigError(f"{path}.schedulerName: duplicate profile {prof.scheduler_name!r}")
+        seen.add(prof.scheduler_name)
+        if prof.percentage_of_nodes_to_score is not None and not 0 <= prof.percentage_of_nodes_to_score <= 100:
+            raise ConfigError(f"{path}.percentageOfNodesToScore: must be between 0 and 100")
+        if prof.randomize_top_n < 0:
+            raise ConfigError(f"{path}.randomizeTopN: must not be negative")
+        try:
+            registry.resolve_profile(prof)
+        except registry.RegistryError as e:
+            raise ConfigError(f"{path}.{e}") from None
+    if cfg.profile(cfg.extender.profile) is None:
+        raise ConfigError(f"extender.profile: no profile named {cfg.extender.profile!r}")
+    queue_sorts = {tuple(registry.resolve_profile(p).queue_sort) for p in cfg.profiles}
+    if len(queue_sorts) > 1:
+        raise ConfigError("profiles: every profile must use the same queueSort plugin")
+
+
+def load(path: str | Path | None) -> BerthConfiguration:
+    """Read a configuration file (None: the defaults)."""
+    if path is None:
+        return parse({})
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"{p}: {e.strerror}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    if len(docs) > 1:
+        raise ConfigError(f"{p}: expected one BerthConfiguration document, found {len(docs)}")
+    try:
+        return parse(docs[0] if docs else {})
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def to_yaml(cfg: BerthConfiguration) -> str:
+    """The effective configuration, as logged at start."""
+    return yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False)

@@ -1,0 +1,314 @@
+"""Which plugins exist, which run by default, and how a profile picks them.
+
+In-tree plugins are listed in :data:`IN_TREE` (kube-scheduler's
+``plugins/registry.go``); out-of-tree plugins are Python classes published
+by any installed distribution under the entry-point group ``berth.plugins``::
+
+    [project.entry-points."berth.plugins"]
+    GpuTopology = "my_company.berth_plugins:GpuTopology"
+
+A plugin class has ``NAME``, optional ``Args`` (a msgspec Struct its
+``pluginConfig`` args are decoded into), is constructed as
+``cls(args, handle)``, and implements the methods of the extension points it
+extends (:mod:`berth.framework.interface`).
+
+Profile resolution follows KubeSchedulerConfiguration: the default
+``multiPoint`` set (:data:`DEFAULT_MULTI_POINT`, kube-scheduler's
+``default_plugins.go`` plus Berth's Coscheduling) merged with the profile's
+``multiPoint``; then, per extension point, plugins enabled at that point come
+first, followed by the multiPoint plugins that implement it and are not
+disabled there (``disabled: [{name: "*"}]`` disables all of them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.metadata
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from berth.config import Profile
+    from berth.framework.handle import Handle
+
+__all__ = [
+    "DEFAULT_MULTI_POINT",
+    "EXTENSION_POINTS",
+    "IN_TREE",
+    "RegistryError",
+    "ResolvedProfile",
+    "available",
+    "build",
+    "plugin_class",
+    "resolve_profile",
+]
+
+log = logging.getLogger(__name__)
+
+#: Name -> "module:Class" of every in-tree plugin, imported on first use.
+IN_TREE: dict[str, str] = {
+    "PrioritySort": "berth.plugins.priority_sort:PrioritySort",
+    "SchedulingGates": "berth.plugins.scheduling_gates:SchedulingGates",
+    "NodeUnschedulable": "berth.plugins.node_unschedulable:NodeUnschedulable",
+    "NodeName": "berth.plugins.node_name:NodeName",
+    "TaintToleration": "berth.plugins.taint_toleration:TaintToleration",
+    "NodeAffinity": "berth.plugins.node_affinity:NodeAffinity",
+    "NodePorts": "berth.plugins.node_ports:NodePorts",
+    "NodeResourcesFit": "berth.plugins.node_resources_fit:NodeResourcesFit",
+    "PodTopologySpread": "berth.plugins.pod_topology_spread:PodTopologySpread",
+    "InterPodAffinity": "berth.plugins.inter_pod_affinity:InterPodAffinity",
+    "DefaultPreemption": "berth.plugins.default_preemption:DefaultPreemption",
+    "NodeResourcesBalancedAllocation": "berth.plugins.balanced_allocation:NodeResourcesBalancedAllocation",
+    "ImageLocality": "berth.plugins.image_locality:ImageLocality",
+    "Coscheduling": "berth.plugins.coscheduling:Coscheduling",
+    "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
+}
+
+#: kube-scheduler v1.34 default_plugins.go (volume and DRA plugins aside: Berth
+#: does not model volumes), plus Coscheduling. (name, weight).
+DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
+    ("SchedulingGates", None),
+    ("PrioritySort", None),
+    ("NodeUnschedulable", None),
+    ("NodeName", None),
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodePorts", None),
+    ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+    ("Coscheduling", None),
+    ("DefaultBinder", None),
+)
+
+#: Extension point (config key) -> the method that marks a plugin as extending it.
+EXTENSION_POINTS: dict[str, str] = {
+    "preEnqueue": "pre_enqueue",
+    "queueSort": "sort_key",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+MAX_WEIGHT = 100
+
+
+class RegistryError(ValueError):
+    """A plugin that does not exist, or a profile that misuses one.
+
+    The message starts with the field path inside a profile.
+    """
+
+
+@functools.cache
+def _entry_points() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for ep in importlib.metadata.entry_points(group="berth.plugins"):
+        try:
+            found[ep.name] = ep.load()
+        except Exception as e:  # a broken third-party plugin must not hide the others
+            log.error("cannot load plugin %s from %s: %s", ep.name, ep.value, e)
+    return found
+
+
+_extra: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Register an out-of-tree plugin class programmatically (tests, embedding)."""
+    _extra[cls.NAME] = cls  # type: ignore[attr-defined]
+    return cls
+
+
+def available() -> list[str]:
+    return sorted({*IN_TREE, *_entry_points(), *_extra})
+
+
+def plugin_class(name: str) -> type:
+    if name in _extra:
+        return _extra[name]
+    if name in IN_TREE:
+        module, _, attr = IN_TREE[name].partition(":")
+        try:
+            cls: type = getattr(importlib.import_module(module), attr)
+        except ImportError as e:
+            raise RegistryError(f"plugin {name!r} is not available: {e}") from None
+        return cls
+    ep = _entry_points().get(name)
+    if ep is not None:
+        return ep  # type: ignore[no-any-return]
+    raise RegistryError(f"unknown plugin {name!r} (known: {', '.join(available())})")
+
+
+def _implements(cls: type, point: str) -> bool:
+    return callable(getattr(cls, EXTENSION_POINTS[point], None))
+
+
+@dataclasses.dataclass(slots=True)
+class ResolvedProfile:
+    """The plugins of one profile, per extension point, in order."""
+
+    name: str
+    points: dict[str, list[str]]
+    weights: dict[str, int]
+    args: dict[str, dict[str, Any]]
+
+    @property
+    def queue_sort(self) -> list[str]:
+        return self.points["queueSort"]
+
+    def plugin_names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for names in self.points.values():
+            for n in names:
+                seen[n] = None
+        return list(seen)
+
+
+_CAMEL = {
+    "multiPoint": "multi_point",
+    "preEnqueue": "pre_enqueue",
+    "queueSort": "queue_sort",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+
+def _check_weight(weight: int | None, path: str) -> None:
+    if weight is not None and not 1 <= weight <= MAX_WEIGHT:
+        raise RegistryError(f"{path}.weight: must be between 1 and {MAX_WEIGHT}, got {weight}")
+
+
+def resolve_profile(profile: Profile) -> ResolvedProfile:
+    """Expand a profile's plugin configuration; raises RegistryError."""
+    plugins = profile.plugins
+    mp_user = plugins.multi_point
+    multi: dict[str, int | None] = {}
+    disabled_all = any(d.name == "*" for d in mp_user.disabled)
+    mp_disabled = {d.name for d in mp_user.disabled}
+    if not disabled_all:
+        for name, weight in DEFAULT_MULTI_POINT:
+            if name not in mp_disabled and name in IN_TREE:
+                multi[name] = weight
+    for j, ref in enumerate(mp_user.enabled):
+        path = f"plugins.multiPoint.enabled[{j}]"
+        _require(ref.name, path)
+        _check_weight(ref.weight, path)
+        multi[ref.name] = ref.weight if ref.weight is not None else multi.get(ref.name)
+
+    points: dict[str, list[str]] = {}
+    weights: dict[str, int] = {}
+    for point in EXTENSION_POINTS:
+        pset = getattr(plugins, _CAMEL[point])
+        disabled = {d.name for d in pset.disabled}
+        order: list[str] = []
+        for j, ref in enumerate(pset.enabled):
+            path = f"plugins.{point}.enabled[{j}]"
+            cls = _require(ref.name, path)
+            if not _implements(cls, point):
+                raise RegistryError(f"{path}.name: plugin {ref.name!r} does not extend {point}")
+            if ref.name in order:
+                raise RegistryError(f"{path}.name: plugin {ref.name!r} is enabled twice")
+            order.append(ref.name)
+            if point == "score":
+                _check_weight(ref.weight, path)
+                if ref.weight is not None:
+                    weights[ref.name] = ref.weight
+        if "*" not in disabled:
+            for name in multi:
+                if name in order or name in disabled:
+                    continue
+                cls = _require(name, "plugins.multiPoint")
+                if _implements(cls, point):
+                    order.append(name)
+        points[point] = order
+    for name in points["score"]:
+        if name not in weights:
+            w = multi.get(name)
+            weights[name] = w if w is not None else 1
+    if len(points["queueSort"]) != 1:
+        raise RegistryError(
+            f"plugins.queueSort: exactly one queueSort plugin must be enabled, got {points['queueSort']}"
+        )
+    if not points["bind"]:
+        raise RegistryError("plugins.bind: at least one bind plugin must be enabled")
+
+    enabled = {n for names in points.values() for n in names}
+    args: dict[str, dict[str, Any]] = {}
+    for j, pc in enumerate(profile.plugin_config):
+        path = f"pluginConfig[{j}]"
+        cls = _require(pc.name, f"{path}")
+        if pc.name in args:
+            raise RegistryError(f"{path}.name: duplicate pluginConfig for {pc.name!r}")
+        args[pc.name] = pc.args
+        if pc.name in enabled:
+            _decode_args(cls, pc.args, f"{path}.args")
+    return ResolvedProfile(profile.scheduler_name, points, weights, args)
+
+
+def _require(name: str, path: str) -> type:
+    try:
+        return plugin_class(name)
+    except RegistryError as e:
+        raise RegistryError(f"{path}.name: {e}") from None
+
+
+def _decode_args(cls: type, raw: Mapping[str, Any], path: str) -> Any:
+    args_type = getattr(cls, "Args", None)
+    if args_type is None:
+        if raw:
+            raise RegistryError(f"{path}: plugin {cls.NAME!r} takes no arguments")  # type: ignore[attr-defined]
+        return None
+    try:
+        args = msgspec.convert(dict(raw), args_type)
+    except msgspec.ValidationError as e:
+        text = str(e)
+        msg, _, where = text.partition(" - at `")
+        sub = where.rstrip("`").removeprefix("$")
+        if msg.startswith("Object contains unknown field") and "`" in msg:
+            return _raise(f"{path}{sub}.{msg.split('`')[1]}: unknown field")
+        return _raise(f"{path}{sub}: {msg}")
+    validate = getattr(args, "validate", None)
+    if callable(validate):
+        try:
+            validate()
+        except ValueError as e:
+            raise RegistryError(f"{path}: {e}") from None
+    return args
+
+
+def _raise(message: str) -> Any:
+    raise RegistryError(message)
+
+
+def build(resolved: ResolvedProfile, handle: Handle) -> dict[str, Any]:
+    """Instantiate every plugin of a resolved profile, once each."""
+    out: dict[str, Any] = {}
+    for name in resolved.plugin_names():
+        cls = plugin_class(name)
+        args = _decode_args(cls, resolved.args.get(name, {}), f"pluginConfig[{name}].args")
+        out[name] = cls(args, handle)
+    return out

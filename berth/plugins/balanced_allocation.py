@@ -1,0 +1,146 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources fill up evenly.
+
+Mirrors kube-scheduler v1.34
+``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``
+(on top of ``resource_allocation.go``, shared with NodeResourcesFit):
+
+- PreScore computes the pod's request for each configured resource from its
+  *actual* requests (``useRequested``: no 100m / 200Mi defaults) and returns
+  Skip for a pod that requests none of them (a best-effort pod;
+  kubernetes/kubernetes#129138), so such pods are not piled onto one node.
+- Score: per resource the fraction ``(requested + pod) / allocatable``
+  (capped at 1; resources the node does not have, and extended resources the
+  pod does not request, are left out), then ``(1 - std) * MaxNodeScore``
+  where std is ``|f0 - f1| / 2`` for two resources and the population
+  standard deviation for more, in float64 exactly as Go computes it.
+- Args ``NodeResourcesBalancedAllocationArgs``: ``resources`` (default cpu and
+  memory, weight defaulted to 1; ``ValidateNodeResourcesBalancedAllocationArgs``
+  requires weight 1 and no duplicate names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import ClassVar
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
+from berth.plugins.node_resources_fit import ResourceAllocationScorer, ResourceSpec, default_resources
+
+__all__ = ["PRE_SCORE_STATE_KEY", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class NodeResourcesBalancedAllocationArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """config.NodeResourcesBalancedAllocationArgs; no resources means cpu and memory."""
+
+    resources: list[ResourceSpec] = []
+
+    def __post_init__(self) -> None:
+        if not self.resources:
+            self.resources = default_resources()
+
+    def validate(self) -> None:
+        """ValidateNodeResourcesBalancedAllocationArgs: raise ValueError naming the field."""
+        errs: list[str] = []
+        seen: set[str] = set()
+        for i, res in enumerate(self.resources):
+            if res.name in seen:
+                errs.append(f"resources[{i}].name: Duplicate value: {json.dumps(res.name)}")
+            else:
+                seen.add(res.name)
+            if res.weight != 1:
+                errs.append(f"resources[{i}].weight: Invalid value: {res.weight}: must be 1")
+        if errs:
+            raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+
+
+def balanced_resource_scorer(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+    """balanced_allocation.go balancedResourceScorer, vectorised over rows.
+
+    Columns are visited in the configured order and left-out resources
+    (allocatable 0) are skipped, so every row sums the same float64 terms in
+    the same order as Go's per-node loop.
+    """
+    n, r = req.shape
+    valid = alloc > 0
+    fractions: FloatArray = np.minimum(req / np.where(valid, alloc, 1).astype(np.float64), 1.0)
+    count = valid.sum(axis=1)
+    total = np.zeros(n, dtype=np.float64)
+    first = np.zeros(n, dtype=np.float64)
+    second = np.zeros(n, dtype=np.float64)
+    seen = np.zeros(n, dtype=np.int64)
+    for j in range(r):
+        v = valid[:, j]
+        f = fractions[:, j]
+        total = np.where(v, total + f, total)
+        first = np.where(v & (seen == 0), f, first)
+        second = np.where(v & (seen == 1), f, second)
+        seen += v
+    mean = total / np.maximum(count, 1)
+    squares = np.zeros(n, dtype=np.float64)
+    for j in range(r):
+        d = fractions[:, j] - mean
+        squares = np.where(valid[:, j], squares + d * d, squares)
+    std = np.zeros(n, dtype=np.float64)
+    std = np.where(count == 2, np.abs((first - second) / 2), std)
+    many = count > 2
+    std = np.where(many, np.sqrt(squares / np.maximum(count, 1)), std)
+    # int64((1 - std) * float64(MaxNodeScore)): truncation toward zero.
+    out: IntArray = ((1 - std) * float(fw.MAX_NODE_SCORE)).astype(np.int64)
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    """balanced_allocation.go balancedAllocationPreScoreState."""
+
+    pod_requests: tuple[int, ...]
+
+
+#: balanced_allocation.go balancedAllocationPreScoreStateKey.
+PRE_SCORE_STATE_KEY: fw.StateKey[_PreScoreState] = fw.StateKey("PreScoreNodeResourcesBalancedAllocation")
+
+
+class NodeResourcesBalancedAllocation:
+    """kube-scheduler's NodeResourcesBalancedAllocation: PreScore and Score."""
+
+    NAME: ClassVar[str] = "NodeResourcesBalancedAllocation"
+    Args: ClassVar[type[NodeResourcesBalancedAllocationArgs]] = NodeResourcesBalancedAllocationArgs
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
+        self.args = args if args is not None else NodeResourcesBalancedAllocationArgs()
+        self.args.validate()
+        self.handle = handle
+        self.scorer = ResourceAllocationScorer(self.args.resources, balanced_resource_scorer, use_requested=True)
+
+    @staticmethod
+    def _best_effort(pod_requests: Sequence[int]) -> bool:
+        """resource_allocation.go isBestEffortPod: no request for any configured resource."""
+        return all(r == 0 for r in pod_requests)
+
+    def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
+        pod_requests = tuple(self.scorer.pod_requests(pod))
+        if self._best_effort(pod_requests):
+            return fw.Status.skip()
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(pod_requests))
+        return fw.SUCCESS
+
+    def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if s is None:  # PreScore not run: compute here, as Score does in Go
+            pod_requests = tuple(self.scorer.pod_requests(pod))
+            if self._best_effort(pod_requests):
+                return np.zeros(len(rows), dtype=np.int64)
+        else:
+            pod_requests = s.pod_requests
+        return self.scorer.score(nodes, rows, pod_requests)

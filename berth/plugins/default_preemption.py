@@ -1,0 +1,184 @@
+"""DefaultPreemption: when no node fits, evict lower-priority pods somewhere
+(``plugins/defaultpreemption/default_preemption.go`` and
+``framework/preemption/preemption.go``).
+
+1. The pod must be eligible (``PodEligibleToPreemptOthers``): its
+   preemptionPolicy is not Never, and it is not already waiting on a
+   nominated node where lower-priority victims are still terminating.
+2. Candidates: nodes that failed with Unschedulable (not unresolvable), a
+   sample of at least ``minCandidateNodesAbsolute`` (100) or
+   ``minCandidateNodesPercentage`` (10%) of them from a random offset; on
+   each, :func:`berth.framework.preemption.select_victims_on_node`.
+3. ``pickOneNodeForPreemption``: fewest PDB violations, then the lowest
+   highest-victim priority, the smallest sum of victim priorities, the
+   fewest victims, the latest start of the highest-priority victims, then
+   the first.
+4. Victims are evicted through the pod's source with the preemption reason;
+   lower-priority pods nominated to that node lose their nomination; the
+   preemptor is nominated to the node and retried when victims are gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import msgspec
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.framework import interface as fw
+from berth.framework import preemption
+from berth.framework.handle import Handle
+
+__all__ = ["DefaultPreemption", "DefaultPreemptionArgs"]
+
+log = logging.getLogger(__name__)
+
+
+class DefaultPreemptionArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+    def validate(self) -> None:
+        if not 0 <= self.min_candidate_nodes_percentage <= 100:
+            raise ValueError("minCandidateNodesPercentage: must be in the range [0, 100]")
+        if self.min_candidate_nodes_absolute < 0:
+            raise ValueError("minCandidateNodesAbsolute: must not be negative")
+        if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
+            raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be zero")
+
+
+@dataclasses.dataclass(slots=True)
+class _Candidate:
+    node: str
+    victims: preemption.Victims
+
+
+class DefaultPreemption:
+    NAME: ClassVar[str] = "DefaultPreemption"
+    Args: ClassVar[type] = DefaultPreemptionArgs
+
+    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Handle | None = None) -> None:
+        self.args = args or DefaultPreemptionArgs()
+        self.handle = handle if handle is not None else Handle()
+        self.rng = random.Random()
+
+    def _core(self) -> Any:
+        return self.handle.extras.get("core")
+
+    def eligible(self, pod: PodInfo, nodes: NodeTable) -> tuple[bool, str]:
+        if pod.pod.spec.preemption_policy == "Never":
+            return False, "not eligible due to preemptionPolicy=Never."
+        nominated = pod.pod.status.nominated_node_name
+        if nominated and nominated in nodes.index:
+            info = nodes.infos[nodes.index[nominated]]
+            if info is not None:
+                for p in info.pods.values():
+                    if p.pod.metadata.deletion_timestamp and p.priority < pod.priority:
+                        return False, "not eligible due to a terminating pod on the nominated node."
+        return True, ""
+
+    def num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self.args.min_candidate_nodes_percentage // 100
+        n = max(n, self.args.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def post_filter(
+        self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
+    ) -> fw.PostFilterResult:
+        core = self._core()
+        metrics = core.metrics if core is not None else None
+        if metrics is not None:
+            metrics.preemption_attempts.inc()
+        ok, why = self.eligible(pod, nodes)
+        if not ok:
+            return fw.PostFilterResult(fw.Status.unschedulable(f"preemption: {why}", plugin=self.NAME))
+        rows = [r for r, st in failures.items() if st.code == fw.Code.UNSCHEDULABLE]
+        if not rows:
+            return fw.PostFilterResult(
+                fw.Status.unschedulable(
+                    f"preemption: 0/{len(failures)} nodes are available: "
+                    f"{len(failures)} Preemption is not helpful for scheduling.",
+                    plugin=self.NAME,
+                )
+            )
+        rows.sort()
+        offset = self.rng.randrange(len(rows))
+        rows = rows[offset:] + rows[:offset]
+        want = self.num_candidates(len(rows))
+        pdbs = list(core.pdbs.values()) if core is not None else []
+        fwk = core.frameworks[self.handle.profile] if core is not None else None
+        if fwk is None:
+            return fw.PostFilterResult(fw.Status.error("DefaultPreemption needs the core", plugin=self.NAME))
+        candidates: list[_Candidate] = []
+        for r in rows:
+            info = nodes.infos[r]
+            if info is None:
+                continue
+            v = preemption.select_victims_on_node(fwk, pod, nodes, info, None, pdbs, state=state)
+            if v is not None and v.victims:
+                candidates.append(_Candidate(info.name, v))
+                if len(candidates) >= want:
+                    break
+        if not candidates:
+            return fw.PostFilterResult(
+                fw.Status.unschedulable(
+                    f"preemption: 0/{len(nodes.alive_rows())} nodes are available: "
+                    f"{len(failures)} No preemption victims found for incoming pod.",
+                    plugin=self.NAME,
+                )
+            )
+        best = pick_one_node(candidates)
+        self._prepare(pod, best)
+        if metrics is not None:
+            metrics.preemption_victims.observe(len(best.victims.victims))
+        return fw.PostFilterResult(fw.SUCCESS, nominated_node=best.node)
+
+    def _prepare(self, pod: PodInfo, cand: _Candidate) -> None:
+        """Evict the victims and clear lower-priority nominations on the node (prepareCandidate)."""
+        core = self._core()
+        scheduler = self.handle.extras.get("scheduler")
+        nominator = self.handle.extras.get("nominator")
+        if core is None:
+            return
+        for v in cand.victims.victims:
+            source = core.pod_sources.get(v.uid)
+            reason = f"Preempted by pod {pod.uid} on node {cand.node}"
+            if scheduler is not None:
+                from berth.api.v1 import scheduler_pb2
+
+                scheduler.emit(scheduler_pb2.Decision.PREEMPTED, v.pod, node=cand.node, message=reason)
+                if source is not None:
+                    scheduler._spawn(source.evict(v.pod, reason), f"evict {v.key}")
+        if nominator is not None:
+            for other in nominator.pods_on(cand.node):
+                if other.priority < pod.priority and other.uid != pod.uid:
+                    nominator.delete(other.uid)
+                    source = core.pod_sources.get(other.uid)
+                    if source is not None and scheduler is not None:
+                        scheduler._spawn(source.nominate(other.pod, ""), f"clear nomination {other.key}")
+
+    def events_to_register(self) -> Sequence[fw.ClusterEvent]:
+        return (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),)
+
+
+def pick_one_node(candidates: list[_Candidate]) -> _Candidate:
+    """pickOneNodeForPreemption's criteria, in order."""
+
+    def key(c: _Candidate) -> tuple[int, int, int, int, str]:
+        vs = c.victims.victims
+        highest = max(v.priority for v in vs)
+        total = sum(v.priority + (1 << 31) for v in vs)  # shifted like MaxInt32+1 to keep it positive
+        start_of_highest = min((v.pod.metadata.creation_timestamp or "") for v in vs if v.priority == highest)
+        # Latest start time wins: negate by sorting on the inverted string later.
+        return (c.victims.num_pdb_violations, highest, total, len(vs), _invert(start_of_highest))
+
+    return min(candidates, key=key)
+
+
+def _invert(ts: str) -> str:
+    """A key that sorts later timestamps first (RFC 3339 strings compare lexically)."""
+    return "".join(chr(0x10FFFF - ord(ch)) for ch in ts)

@@ -1,0 +1,79 @@
+"""ImageLocality: prefer nodes that already hold the pod's container images.
+
+Mirrors kube-scheduler v1.34
+``pkg/scheduler/framework/plugins/imagelocality/image_locality.go``:
+
+- every init container and container image (``normalizedImageName``: an
+  untagged name gets ``:latest``) that a node has adds
+  ``int64(float64(size) * spread)`` to that node's sum, where spread is the
+  number of nodes holding the image over the number of nodes in the snapshot
+  — an image present everywhere counts fully, a rare one little, so pods are
+  not all drawn to the few nodes that happen to have pulled an image;
+- ``calculatePriority`` clamps the sum to [23 MiB, 1000 MiB x number of
+  containers] and scales it to 0..MaxNodeScore with integer arithmetic.
+
+The loop is over the pod's images; each image's rows come from
+:meth:`NodeTable.images`, so the work per node is a few numpy operations.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo, normalize_image
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
+
+__all__ = ["MAX_CONTAINER_THRESHOLD", "MIN_THRESHOLD", "ImageLocality", "calculate_priority"]
+
+IntArray = npt.NDArray[np.int64]
+
+MB = 1024 * 1024
+#: image_locality.go minThreshold: images smaller than this in total score 0.
+MIN_THRESHOLD = 23 * MB
+#: image_locality.go maxContainerThreshold: the per-container cap of the sum.
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+
+
+def calculate_priority(sum_scores: IntArray, num_containers: int) -> IntArray:
+    """image_locality.go calculatePriority, over an array of per-node sums."""
+    if num_containers <= 0:
+        # maxThreshold 0: every sum clamps to minThreshold, which scores 0.
+        return np.zeros_like(sum_scores)
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    clamped = np.clip(sum_scores, MIN_THRESHOLD, max_threshold)
+    # Both operands are non-negative, so floor division is Go's truncating one.
+    out: IntArray = fw.MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    return out
+
+
+class ImageLocality:
+    """kube-scheduler's ImageLocality score plugin."""
+
+    NAME: ClassVar[str] = "ImageLocality"
+    Args: ClassVar[None] = None
+
+    def __init__(self, args: None = None, handle: Handle | None = None) -> None:
+        self.handle = handle
+
+    def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        spec = pod.pod.spec
+        containers = (*spec.init_containers, *spec.containers)
+        total_nodes = len(nodes.alive_rows())
+        sums = np.zeros(nodes.size, dtype=np.int64)
+        if total_nodes:
+            images = nodes.images()
+            for c in containers:
+                found = images.get(normalize_image(c.image))
+                if found is None:
+                    continue
+                img_rows, sizes = found
+                # One ImageStateSummary per node: a node listing a name twice counts once.
+                uniq, first = np.unique(img_rows, return_index=True)
+                spread = float(len(uniq)) / float(total_nodes)
+                # int64(float64(imageState.Size) * spread): truncation toward zero.
+                sums[uniq] += (sizes[first].astype(np.float64) * spread).astype(np.int64)
+        return calculate_priority(sums[rows], len(containers))

@@ -1,0 +1,391 @@
+"""The scheduling queue (kube-scheduler's ``backend/queue/scheduling_queue.go``).
+
+Three places a pending pod can be::
+
+    add ──PreEnqueue ok──► activeQ ──pop──► (in flight) ──unschedulable──► unschedulablePods
+      │                      ▲  ▲                 │                          │   │
+      │                      │  └──backoff over── backoffQ ◄──error / event──┘   │
+      └──PreEnqueue fails──► gated (kept in unschedulablePods, counted "gated")  │
+                             ▲                                                   │
+                             └────── an event a rejecting plugin registered ─────┘
+                                     for, or podMaxInUnschedulablePodsDuration
+
+- activeQ is ordered by the profile's QueueSort plugin (priority, then age).
+- backoffQ holds pods until ``initial * 2^(attempts-1)`` (capped) has passed
+  since their last attempt.
+- A pod rejected by plugins waits in unschedulablePods until a cluster event
+  one of those plugins registered for arrives (``EventsToRegister``); if such
+  an event arrived while the pod was being scheduled, it goes to backoffQ at
+  once instead (``moveRequestCycle``), so no wake-up is lost.
+- Gated pods (PreEnqueue said no) are re-checked when they are updated or an
+  event their gating plugin registered for arrives.
+- The nominator remembers nominated nodes so Filter accounts for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from berth.cache.table import PodInfo
+from berth.framework import interface as fw
+
+__all__ = ["Nominator", "SchedulingQueue"]
+
+log = logging.getLogger(__name__)
+
+#: flushUnschedulablePodsLeftover runs every 30 s; backoff completions every 1 s.
+UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
+BACKOFF_FLUSH_INTERVAL = 1.0
+
+PHASE_ACTIVE = "Active"
+PHASE_BACKOFF = "Backoff"
+PHASE_UNSCHEDULABLE = "Unschedulable"
+PHASE_GATED = "Gated"
+PHASE_IN_FLIGHT = "InFlight"
+
+
+_COUNT_KEYS = {
+    PHASE_ACTIVE: "active",
+    PHASE_BACKOFF: "backoff",
+    PHASE_UNSCHEDULABLE: "unschedulable",
+    PHASE_GATED: "gated",
+    PHASE_IN_FLIGHT: "in_flight",
+}
+_PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
+
+
+class Nominator:
+    """Pods nominated to nodes by preemption (``nominator`` in scheduling_queue.go)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, PodInfo]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def add(self, pod: PodInfo, node: str) -> None:
+        self.delete(pod.uid)
+        if not node:
+            return
+        self._by_node.setdefault(node, {})[pod.uid] = pod
+        self._node_of[pod.uid] = node
+
+    def delete(self, uid: str) -> None:
+        node = self._node_of.pop(uid, None)
+        if node is not None:
+            pods = self._by_node.get(node, {})
+            pods.pop(uid, None)
+            if not pods:
+                self._by_node.pop(node, None)
+
+    def node_of(self, uid: str) -> str:
+        return self._node_of.get(uid, "")
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        return list(self._by_node.get(node, {}).values())
+
+    def nodes(self) -> list[str]:
+        return list(self._by_node)
+
+
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    qpi: fw.QueuedPodInfo
+    phase: str | None  # None only while being created
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+
+
+class SchedulingQueue:
+    """See the module docstring. One event loop owns it."""
+
+    def __init__(
+        self,
+        *,
+        sort_key: Callable[[fw.QueuedPodInfo], Any],
+        pre_enqueue: Callable[[PodInfo, str], fw.Status],
+        events: dict[str, Sequence[fw.ClusterEvent]],
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        # plugin name -> events that may make pods it rejected schedulable
+        self._events = events
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self._clock = clock
+        self._on_change = on_change
+        self._entries: dict[str, _Entry] = {}
+        # Unschedulable and gated pods: the only ones an event can move, kept
+        # apart so an event costs O(parked), not O(queue).
+        self._parked: dict[str, _Entry] = {}
+        self._counts: dict[str, int] = dict.fromkeys(_COUNT_KEYS.values(), 0)
+        self._active: list[tuple[Any, int, str]] = []
+        self._seq = itertools.count()
+        self._backoff: list[tuple[float, int, str]] = []
+        self._wakeup = asyncio.Event()
+        self.scheduling_cycle = 0
+        self._move_request_cycle = -1
+        self.nominator = Nominator()
+        self._closed = False
+
+    # ------------------------------------------------------------ introspection
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self._entries
+
+    def phase(self, uid: str) -> str:
+        e = self._entries.get(uid)
+        return "" if e is None or e.phase is None else e.phase
+
+    def get(self, uid: str) -> fw.QueuedPodInfo | None:
+        e = self._entries.get(uid)
+        return None if e is None else e.qpi
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def pending(self) -> Iterator[fw.QueuedPodInfo]:
+        for e in self._entries.values():
+            yield e.qpi
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self.counts())
+
+    # ------------------------------------------------------------ moves
+
+    def _set_phase(self, e: _Entry, phase: str) -> None:
+        """Every phase change goes through here, so counts and parking stay exact."""
+        uid = e.qpi.info.uid
+        if e.phase is not None and uid in self._entries:
+            self._counts[_COUNT_KEYS[e.phase]] -= 1
+        e.phase = phase
+        self._counts[_COUNT_KEYS[phase]] += 1
+        if phase in _PARKED:
+            self._parked[uid] = e
+        else:
+            self._parked.pop(uid, None)
+
+    def _forget(self, uid: str) -> _Entry | None:
+        e = self._entries.pop(uid, None)
+        if e is not None and e.phase is not None:
+            self._counts[_COUNT_KEYS[e.phase]] -= 1
+            self._parked.pop(uid, None)
+        return e
+
+    def _to_active(self, e: _Entry) -> None:
+        self._set_phase(e, PHASE_ACTIVE)
+        heapq.heappush(self._active, (self._sort_key(e.qpi), next(self._seq), e.qpi.info.uid))
+        self._wakeup.set()
+
+    def _to_backoff(self, e: _Entry) -> None:
+        self._set_phase(e, PHASE_BACKOFF)
+        heapq.heappush(self._backoff, (e.backoff_until, next(self._seq), e.qpi.info.uid))
+
+    def _backoff_duration(self, attempts: int) -> float:
+        if attempts <= 0:
+            return 0.0
+        return float(min(self.initial_backoff * (2 ** (attempts - 1)), self.max_backoff))
+
+    def _gate_or_activate(self, e: _Entry) -> None:
+        """Run PreEnqueue; park the pod as gated, or move it on."""
+        st = self._pre_enqueue(e.qpi.info, e.qpi.profile)
+        if not st.ok:
+            self._set_phase(e, PHASE_GATED)
+            e.qpi.gated_by = st.plugin
+            e.qpi.pending_plugins = {st.plugin} if st.plugin else set()
+            e.unschedulable_since = self._clock()
+            return
+        e.qpi.gated_by = ""
+        now = self._clock()
+        if e.qpi.attempts and now < e.backoff_until:
+            self._to_backoff(e)
+        else:
+            self._to_active(e)
+
+    def add(self, pod: PodInfo, profile: str) -> None:
+        """A new pending pod (or a newer version of one the queue holds)."""
+        uid = pod.uid
+        e = self._entries.get(uid)
+        if e is not None:
+            self.update(pod)
+            return
+        qpi = fw.QueuedPodInfo(info=pod, timestamp=self._clock(), profile=profile)
+        e = self._entries[uid] = _Entry(qpi, None)
+        self._gate_or_activate(e)
+        self._changed()
+
+    def update(self, pod: PodInfo) -> None:
+        e = self._entries.get(pod.uid)
+        if e is None:
+            return
+        e.qpi.info = pod
+        if e.phase == PHASE_ACTIVE:
+            # Re-push so a changed priority re-sorts; stale heap entries are skipped on pop.
+            self._to_active(e)
+        elif e.phase in (PHASE_GATED, PHASE_UNSCHEDULABLE):
+            # kube-scheduler: an update to an unschedulable pod may make it
+            # schedulable (isPodUpdated); a gated pod is re-checked.
+            self._gate_or_activate(e)
+        self._changed()
+
+    def delete(self, uid: str) -> None:
+        if self._forget(uid) is not None:
+            self._changed()
+        self.nominator.delete(uid)
+
+    def activate(self, uids: Sequence[str]) -> None:
+        """Move these pods to activeQ now (e.g. a gang became complete)."""
+        for uid in uids:
+            e = self._entries.get(uid)
+            if e is not None and e.phase in (PHASE_UNSCHEDULABLE, PHASE_BACKOFF, PHASE_GATED):
+                self._gate_or_activate(e) if e.phase == PHASE_GATED else self._to_active(e)
+        self._changed()
+
+    def add_unschedulable(self, qpi: fw.QueuedPodInfo, cycle: int, *, error: bool = False) -> None:
+        """After a failed attempt (AddUnschedulableIfNotPresent)."""
+        uid = qpi.info.uid
+        e = self._entries.get(uid)
+        if e is None or e.phase != PHASE_IN_FLIGHT:
+            return  # deleted meanwhile, or re-added by an update
+        now = self._clock()
+        e.backoff_until = now + self._backoff_duration(qpi.attempts)
+        if error or self._move_request_cycle >= cycle:
+            # An error, or a cluster event arrived while this pod was in flight.
+            self._to_backoff(e)
+        else:
+            self._set_phase(e, PHASE_UNSCHEDULABLE)
+            e.unschedulable_since = now
+        self._changed()
+
+    def add_back(self, qpi: fw.QueuedPodInfo, cycle: int, *, error: bool = False) -> None:
+        """A pod that failed after it left the queue (Reserve, Permit, binding)
+        returns through the failure path, so backoff applies."""
+        uid = qpi.info.uid
+        if uid in self._entries:
+            return
+        e = self._entries[uid] = _Entry(qpi, None)
+        self._set_phase(e, PHASE_IN_FLIGHT)
+        self.add_unschedulable(qpi, cycle, error=error)
+
+    def done(self, uid: str) -> None:
+        """A pod's attempt succeeded: it leaves the queue (assumed)."""
+        e = self._entries.get(uid)
+        if e is not None and e.phase == PHASE_IN_FLIGHT:
+            self._forget(uid)
+            self._changed()
+
+    def requeue_in_flight(self, uid: str) -> None:
+        """A pod popped but not attempted (e.g. its profile is busy): back to activeQ."""
+        e = self._entries.get(uid)
+        if e is not None and e.phase == PHASE_IN_FLIGHT:
+            self._to_active(e)
+
+    # ------------------------------------------------------------ events
+
+    def _interested(self, qpi: fw.QueuedPodInfo, event: fw.ClusterEvent) -> bool:
+        plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not plugins:
+            return True  # rejected for an unknown reason: any event may help
+        for name in plugins:
+            for registered in self._events.get(name, ()):
+                if registered.matches(event):
+                    return True
+        return False
+
+    def on_event(self, event: fw.ClusterEvent, *, pred: Callable[[fw.QueuedPodInfo], bool] | None = None) -> int:
+        """MoveAllToActiveOrBackoffQueue: wake the pods this event may help."""
+        self._move_request_cycle = self.scheduling_cycle
+        moved = 0
+        now = self._clock()
+        for e in list(self._parked.values()):
+            if not self._interested(e.qpi, event) or (pred is not None and not pred(e.qpi)):
+                continue
+            if e.phase == PHASE_GATED:
+                self._gate_or_activate(e)
+                moved += e.phase != PHASE_GATED
+                continue
+            if now < e.backoff_until:
+                self._to_backoff(e)
+            else:
+                self._to_active(e)
+            moved += 1
+        if moved:
+            self._changed()
+        return moved
+
+    def flush(self) -> None:
+        """Backoff completions to activeQ; leftovers of the unschedulable pool out."""
+        now = self._clock()
+        moved = False
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid = heapq.heappop(self._backoff)
+            e = self._entries.get(uid)
+            if e is not None and e.phase == PHASE_BACKOFF and e.backoff_until <= now:
+                self._to_active(e)
+                moved = True
+        for e in list(self._parked.values()):
+            if e.phase == PHASE_UNSCHEDULABLE and now - e.unschedulable_since >= self.max_in_unschedulable:
+                if now < e.backoff_until:
+                    self._to_backoff(e)
+                else:
+                    self._to_active(e)
+                moved = True
+        if moved:
+            self._changed()
+
+    def next_backoff_deadline(self) -> float | None:
+        return self._backoff[0][0] if self._backoff else None
+
+    # ------------------------------------------------------------ pop
+
+    def _pop_ready(self) -> fw.QueuedPodInfo | None:
+        while self._active:
+            _, _, uid = heapq.heappop(self._active)
+            e = self._entries.get(uid)
+            if e is None or e.phase != PHASE_ACTIVE:
+                continue  # stale heap entry
+            self._set_phase(e, PHASE_IN_FLIGHT)
+            e.qpi.attempts += 1
+            if e.qpi.initial_attempt_timestamp is None:
+                e.qpi.initial_attempt_timestamp = self._clock()
+            self.scheduling_cycle += 1
+            self._changed()
+            return e.qpi
+        return None
+
+    def pop_nowait(self) -> fw.QueuedPodInfo | None:
+        self.flush()
+        return self._pop_ready()
+
+    async def pop(self) -> fw.QueuedPodInfo:
+        """The next pod to schedule, waiting (and flushing backoff) as needed."""
+        while True:
+            if self._closed:
+                raise asyncio.CancelledError
+            qpi = self.pop_nowait()
+            if qpi is not None:
+                return qpi
+            self._wakeup.clear()
+            deadline = self.next_backoff_deadline()
+            timeout = BACKOFF_FLUSH_INTERVAL
+            if deadline is not None:
+                timeout = max(0.0, min(timeout, deadline - self._clock()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()

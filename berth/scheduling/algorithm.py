@@ -1,0 +1,233 @@
+"""The steps of one scheduling attempt, shared by the loop and the verbs.
+
+Mirrors ``pkg/scheduler/schedule_one.go``: ``schedulePod`` ->
+``findNodesThatFitPod`` (PreFilter, the nominated node first, Filter over a
+rotating window honouring percentageOfNodesToScore) -> ``prioritizeNodes``
+-> ``selectHost``; and ``FitError`` for the message a pending pod carries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.framework import interface as fw
+from berth.framework import preemption
+from berth.framework.runtime import FilterOutcome, Framework, ScoreOutcome
+
+__all__ = [
+    "Diagnosis",
+    "FitError",
+    "Sampler",
+    "ScheduleResult",
+    "num_feasible_nodes_to_find",
+    "schedule_pod",
+    "select_host",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+# schedule_one.go
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """How many feasible nodes are enough (``numFeasibleNodesToFind``)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * percentage // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclasses.dataclass(slots=True)
+class Diagnosis:
+    """Why a pod did not fit (framework.Diagnosis)."""
+
+    num_all_nodes: int
+    node_to_status: dict[str, fw.Status] = dataclasses.field(default_factory=dict)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    unschedulable_plugins: set[str] = dataclasses.field(default_factory=set)
+    pending_plugins: set[str] = dataclasses.field(default_factory=set)
+
+
+class FitError(Exception):
+    """No node fits the pod; ``str()`` is kube-scheduler's FitError message."""
+
+    def __init__(self, pod: PodInfo, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = f"0/{d.num_all_nodes} nodes are available:"
+        if d.pre_filter_msg:
+            msg += f" {d.pre_filter_msg}."
+        else:
+            histogram: Counter[str] = Counter()
+            for st in d.node_to_status.values():
+                for r in st.reasons:
+                    histogram[r] += 1
+            parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+            if parts:
+                msg += f" {', '.join(parts)}."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}."
+        return msg
+
+
+@dataclasses.dataclass(slots=True)
+class ScheduleResult:
+    node: str
+    evaluated_nodes: int
+    feasible_nodes: int
+
+
+class Sampler:
+    """Where the next partial scan starts (``nextStartNodeIndex``), per profile."""
+
+    def __init__(self) -> None:
+        self.next_start = 0
+
+
+def _feasible_window(outcome_ok: npt.NDArray[np.bool_], want: int) -> int:
+    """How many rows (from the window start) were 'processed' to find ``want``."""
+    hits = np.flatnonzero(outcome_ok)
+    if len(hits) <= want:
+        return len(outcome_ok)
+    return int(hits[want - 1]) + 1
+
+
+def find_nodes_that_fit(
+    fwk: Framework,
+    state: fw.CycleState,
+    pod: PodInfo,
+    nodes: NodeTable,
+    *,
+    percentage: int,
+    sampler: Sampler | None,
+) -> tuple[IntArray, Diagnosis, FilterOutcome | None]:
+    """Feasible rows and the diagnosis for the rest (``findNodesThatFitPod``)."""
+    order = nodes.order()
+    diagnosis = Diagnosis(num_all_nodes=len(order))
+    status, allowed = fwk.run_pre_filter(state, pod, nodes)
+    if not status.ok:
+        diagnosis.pre_filter_msg = status.message()
+        if status.is_rejection:
+            diagnosis.unschedulable_plugins.add(status.plugin)
+            for r in order.tolist():
+                diagnosis.node_to_status[nodes.name(r)] = status
+            return np.zeros(0, dtype=np.int64), diagnosis, None
+        raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message()}")
+
+    # The node a previous preemption nominated goes first: if it fits, done.
+    nominated = pod.pod.status.nominated_node_name
+    if nominated and nominated in nodes.index:
+        row = nodes.index[nominated]
+        if nodes.alive[row] and (allowed is None or nominated in allowed):
+            rows = np.asarray([row], dtype=np.int64)
+            out = fwk.run_filter(state, pod, nodes, rows)
+            _account_nominated(fwk, state, pod, nodes, out)
+            if out.ok.all():
+                return rows, diagnosis, out
+
+    if allowed is not None:
+        order = np.asarray([r for r in order.tolist() if nodes.name(r) in allowed], dtype=np.int64)
+    n = len(order)
+    want = num_feasible_nodes_to_find(percentage, n) if sampler is not None else n
+    if sampler is not None and n:
+        start = sampler.next_start % n
+        if start:
+            order = np.concatenate((order[start:], order[:start]))
+    outcome = fwk.run_filter(state, pod, nodes, order)
+    _account_nominated(fwk, state, pod, nodes, outcome)
+    processed = _feasible_window(outcome.ok, want) if n else 0
+    if sampler is not None and n:
+        sampler.next_start = (sampler.next_start + processed) % n
+    ok_in_window = outcome.ok[:processed]
+    feasible = order[:processed][ok_in_window]
+    # Like findNodesThatPassFilters, only the nodes examined to find enough
+    # feasible ones are diagnosed (all of them when too few fit).
+    for row, st in outcome.failures(processed).items():
+        diagnosis.node_to_status[nodes.name(row)] = st
+        if st.plugin:
+            (diagnosis.pending_plugins if st.code == fw.Code.PENDING else diagnosis.unschedulable_plugins).add(
+                st.plugin
+            )
+    return feasible, diagnosis, outcome
+
+
+def _account_nominated(
+    fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, outcome: FilterOutcome
+) -> None:
+    """Reject feasible nodes that would not fit ``pod`` once the pods nominated
+    there (after preemption) arrive."""
+    nominator = fwk.handle.extras.get("nominator")
+    if nominator is None:
+        return
+    for node in nominator.nodes():
+        row = nodes.index.get(node)
+        if row is None:
+            continue
+        hits = np.flatnonzero(outcome.rows == row)
+        if not hits.size or not outcome.ok[hits[0]]:
+            continue
+        info = nodes.infos[row]
+        if info is None:
+            continue
+        st = preemption.fits_with_nominated(fwk, state, pod, nodes, info, nominator.pods_on(node))
+        if not st.ok:
+            k = int(hits[0])
+            outcome.ok[k] = False
+            outcome.reason[k] = len(outcome.statuses)
+            outcome.statuses.append(st)
+
+
+def select_host(rows: IntArray, totals: IntArray, *, top_n: int = 0, rng: random.Random | None = None) -> int:
+    """The chosen row: the best score, ties broken at random (``selectHost``);
+    with ``top_n`` > 1, a random pick among the ``top_n`` best (randomizeTopN).
+    """
+    rng = rng or random.Random()
+    if len(rows) == 0:
+        raise ValueError("no nodes to select from")
+    if top_n > 1 and len(rows) > 1:
+        k = min(top_n, len(rows))
+        best = np.argpartition(-totals, k - 1)[:k]
+        return int(rows[best[rng.randrange(k)]])
+    top = np.flatnonzero(totals == totals.max())
+    return int(rows[top[rng.randrange(len(top))]])
+
+
+def schedule_pod(
+    fwk: Framework,
+    state: fw.CycleState,
+    pod: PodInfo,
+    nodes: NodeTable,
+    *,
+    percentage: int,
+    sampler: Sampler | None,
+    top_n: int = 0,
+    rng: random.Random | None = None,
+) -> ScheduleResult:
+    """One attempt's decision, or FitError (``schedulePod``)."""
+    feasible, diagnosis, _ = find_nodes_that_fit(fwk, state, pod, nodes, percentage=percentage, sampler=sampler)
+    if len(feasible) == 0:
+        raise FitError(pod, diagnosis)
+    evaluated = len(feasible) + len(diagnosis.node_to_status)
+    if len(feasible) == 1:
+        return ScheduleResult(nodes.name(int(feasible[0])), evaluated, 1)
+    st = fwk.run_pre_score(state, pod, nodes, feasible)
+    if not st.ok:
+        raise RuntimeError(f"running PreScore plugin {st.plugin}: {st.message()}")
+    scores: ScoreOutcome = fwk.run_score(state, pod, nodes, feasible)
+    row = select_host(feasible, scores.total, top_n=top_n, rng=rng)
+    return ScheduleResult(nodes.name(row), evaluated, len(feasible))

@@ -1,0 +1,583 @@
+"""The scheduling loop (kube-scheduler's ``schedule_one.go``).
+
+``run`` pops one pod at a time and runs its **scheduling cycle**
+synchronously — snapshot, PreFilter, Filter, PostFilter on failure,
+PreScore/Score, select, assume, Reserve, Permit — then starts its **binding
+cycle** as a separate task — WaitOnPermit, PreBind, Bind, PostBind — so the
+next pod is scheduled while the previous one binds. Any failure after assume
+runs Unreserve, forgets the pod in the cache and requeues it with backoff.
+
+It also owns what makes Berth a scheduler for batch systems: Submit/Cancel,
+the decision stream, and the queue state Explain reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from berth.adapters.grpc import convert
+from berth.api.v1 import scheduler_pb2
+from berth.cache.table import PodInfo
+from berth.cluster import manifests, model
+from berth.cluster.sources import BindConflict
+from berth.framework import interface as fw
+from berth.queue.scheduling_queue import SchedulingQueue
+from berth.scheduling import algorithm
+
+if TYPE_CHECKING:
+    from berth.framework.runtime import Framework
+    from berth.scheduling.core import Core
+
+__all__ = ["Scheduler", "WaitingPods"]
+
+log = logging.getLogger(__name__)
+
+Kind = scheduler_pb2.Decision.Kind
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Waiting:
+    pod: PodInfo
+    node: str
+    pending: set[str]
+    future: asyncio.Future[fw.Status]
+    timers: list[asyncio.TimerHandle]
+
+
+class WaitingPods:
+    """Pods held at Permit (framework's waitingPodsMap); plugins allow or reject them."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, _Waiting] = {}
+
+    def add(self, pod: PodInfo, node: str, waits: dict[str, float]) -> asyncio.Future[fw.Status]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[fw.Status] = loop.create_future()
+        w = _Waiting(pod, node, set(waits), fut, [])
+        self._pods[pod.uid] = w
+        for plugin, timeout in waits.items():
+            w.timers.append(
+                loop.call_later(
+                    timeout,
+                    self.reject,
+                    pod.uid,
+                    plugin,
+                    f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}",
+                )
+            )
+        return fut
+
+    def get(self, uid: str) -> PodInfo | None:
+        w = self._pods.get(uid)
+        return None if w is None else w.pod
+
+    def uids(self) -> list[str]:
+        return list(self._pods)
+
+    def allow(self, uid: str, plugin: str) -> None:
+        w = self._pods.get(uid)
+        if w is None:
+            return
+        w.pending.discard(plugin)
+        if not w.pending:
+            self._finish(uid, fw.SUCCESS)
+
+    def reject(self, uid: str, plugin: str, message: str) -> None:
+        if uid in self._pods:
+            self._finish(uid, fw.Status.unschedulable(message, plugin=plugin))
+
+    def _finish(self, uid: str, status: fw.Status) -> None:
+        w = self._pods.pop(uid)
+        for t in w.timers:
+            t.cancel()
+        if not w.future.done():
+            w.future.set_result(status)
+
+
+class Scheduler:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        cfg = core.cfg
+        frameworks = core.frameworks
+        first = next(iter(frameworks.values()))
+        events: dict[str, Any] = {}
+        for fwk in frameworks.values():
+            events.update(fwk.events_to_register())
+        self.queue = SchedulingQueue(
+            sort_key=first.queue_sort.sort_key,
+            pre_enqueue=lambda pod, profile: frameworks[profile].run_pre_enqueue(pod),
+            events=events,
+            initial_backoff=cfg.pod_initial_backoff_seconds,
+            max_backoff=cfg.pod_max_backoff_seconds,
+            max_in_unschedulable=cfg.pod_max_in_unschedulable_pods_seconds,
+            clock=core.clock,
+            on_change=self._queue_metrics,
+        )
+        self.waiting = WaitingPods()
+        for fwk in frameworks.values():
+            fwk.handle.extras["scheduler"] = self
+            fwk.handle.extras["nominator"] = self.queue.nominator
+            fwk.handle.extras["waiting"] = self.waiting
+        self._binding: set[asyncio.Task[None]] = set()
+        self._watchers: list[tuple[asyncio.Queue[scheduler_pb2.Decision], set[str]]] = []
+        self.latest: dict[str, scheduler_pb2.Decision] = {}  # pod key -> last decision
+        self._last_message: dict[str, str] = {}
+        self._pending_gauges: list[tuple[str, Any]] | None = None
+        self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    # ------------------------------------------------------------ metrics & decisions
+
+    def _queue_metrics(self, counts: dict[str, int]) -> None:
+        if self._pending_gauges is None:
+            g = self.core.metrics.pending_pods
+            self._pending_gauges = [(q, g.labels(q)) for q in ("active", "backoff", "unschedulable", "gated")]
+        for q, child in self._pending_gauges:
+            child.set(counts[q])
+
+    def _count_attempt(self, result: str, profile: str, started: float) -> None:
+        """scheduler_schedule_attempts_total and the attempt duration; the
+        labelled children are looked up once (labels() is slow per pod)."""
+        key = (result, profile)
+        children = self._attempt_children.get(key)
+        if children is None:
+            m = self.core.metrics
+            children = self._attempt_children[key] = (
+                m.schedule_attempts.labels(result, profile),
+                m.attempt_duration.labels(result, profile),
+            )
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
+
+    def emit(
+        self,
+        kind: int,
+        pod: model.Pod,
+        *,
+        node: str = "",
+        message: str = "",
+        reasons: list[fw.Status] | None = None,
+        attempts: int = 0,
+    ) -> None:
+        d = scheduler_pb2.Decision(
+            kind=kind,  # type: ignore[arg-type]
+            pod=pod.key,
+            uid=pod.metadata.uid,
+            node=node,
+            message=message,
+            timestamp_ms=int(time.time() * 1000),
+            attempts=attempts,
+        )
+        for st in reasons or []:
+            d.reasons.add(
+                plugin=st.plugin, reason=st.message(), unresolvable=st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            )
+        self.latest[pod.key] = d
+        for q, keys in self._watchers:
+            if not keys or pod.key in keys:
+                q.put_nowait(d)
+
+    async def watch(self, req: scheduler_pb2.WatchDecisionsRequest) -> AsyncIterator[scheduler_pb2.Decision]:
+        keys = set(req.pods)
+        q: asyncio.Queue[scheduler_pb2.Decision] = asyncio.Queue()
+        entry = (q, keys)
+        self._watchers.append(entry)
+        try:
+            if req.replay:
+                for key, d in list(self.latest.items()):
+                    if not keys or key in keys:
+                        yield d
+            while True:
+                yield await q.get()
+        finally:
+            self._watchers.remove(entry)
+
+    def queue_state(self, uid: str) -> scheduler_pb2.QueueState:
+        qs = scheduler_pb2.QueueState()
+        qpi = self.queue.get(uid)
+        if qpi is not None:
+            qs.phase = self.queue.phase(uid)
+            qs.attempts = qpi.attempts
+            qs.unschedulable_plugins.extend(sorted(qpi.unschedulable_plugins))
+            qs.message = self._last_message.get(uid, "")
+            if qpi.gated_by:
+                qs.gates.append(qpi.gated_by)
+            qs.gates.extend(g.name for g in qpi.pod.spec.scheduling_gates)
+        elif self.waiting.get(uid) is not None:
+            qs.phase = "Assumed"
+        elif self.core.cache.get_pod(uid) is not None:
+            qs.phase = "Assumed" if self.core.cache.is_assumed(uid) else "Bound"
+        qs.nominated_node = self.queue.nominator.node_of(uid)
+        return qs
+
+    # ------------------------------------------------------------ cluster events
+
+    def on_pod(self, old: model.Pod | None, pod: model.Pod) -> None:
+        uid = pod.metadata.uid
+        fwk = self.core.responsible_for(pod)
+        if pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
+            # Bound (by us or anyone): no longer pending.
+            if uid in self.queue:
+                self.queue.delete(uid)
+            self.queue.nominator.delete(uid)
+            if old is None or not old.spec.node_name:
+                self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.ADD))
+            elif old.metadata.labels != pod.metadata.labels:
+                self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.UPDATE_POD_LABEL))
+            return
+        if fwk is None:
+            return  # another scheduler's pod; it stays pending for them
+        if self.core.cache.get_pod(uid) is not None:
+            return  # assumed and binding: nothing to queue
+        if pod.metadata.deletion_timestamp:
+            return
+        pi = PodInfo.of(pod)
+        if pod.status.nominated_node_name:
+            self.queue.nominator.add(pi, pod.status.nominated_node_name)
+        was = self.queue.phase(uid)
+        if was:
+            self.queue.update(pi)
+        else:
+            self.queue.add(pi, fwk.name)
+            self.emit(Kind.QUEUED, pod)
+        if self.queue.phase(uid) == "Gated" and was != "Gated":
+            self._emit_gated(pod)
+        self._wake_gang(pod)
+
+    def _emit_gated(self, pod: model.Pod) -> None:
+        qpi = self.queue.get(pod.metadata.uid)
+        if qpi is None:
+            return
+        fwk = self.core.frameworks[qpi.profile]
+        st = fwk.run_pre_enqueue(qpi.info)
+        self._last_message[pod.metadata.uid] = st.message()
+        self.emit(Kind.GATED, pod, message=st.message(), reasons=[st], attempts=qpi.attempts)
+
+    def on_pod_delete(self, pod: model.Pod, removed: PodInfo | None) -> None:
+        uid = pod.metadata.uid
+        self.queue.delete(uid)
+        if self.waiting.get(uid) is not None:
+            self.waiting.reject(uid, "", "pod deleted")
+        if removed is not None:
+            self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE))
+
+    def on_node(self, node: model.Node) -> None:
+        self.queue.on_event(fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE))
+
+    def on_pod_group(self, group: model.PodGroup) -> None:
+        self.queue.on_event(
+            fw.ClusterEvent("PodGroup", fw.ActionType.ADD | fw.ActionType.UPDATE),
+            pred=lambda q: (
+                q.pod.metadata.labels.get(model.LABEL_POD_GROUP) == group.metadata.name
+                and q.info.namespace == group.metadata.namespace
+            ),
+        )
+
+    def _wake_gang(self, pod: model.Pod) -> None:
+        group = pod.metadata.labels.get(model.LABEL_POD_GROUP)
+        if group:
+            ns = pod.metadata.namespace
+            self.queue.on_event(
+                fw.ClusterEvent("Pod", fw.ActionType.ADD),
+                pred=lambda q: q.pod.metadata.labels.get(model.LABEL_POD_GROUP) == group and q.info.namespace == ns,
+            )
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        janitor = asyncio.create_task(self._janitor(), name="assumed-pod-janitor")
+        try:
+            while True:
+                qpi = await self.queue.pop()
+                try:
+                    self.schedule_one(qpi)
+                except Exception:
+                    log.exception("scheduling %s failed unexpectedly", qpi.info.key)
+                    self.queue.add_unschedulable(qpi, self.queue.scheduling_cycle, error=True)
+                # Let servers and binding tasks run between pods.
+                await asyncio.sleep(0)
+        finally:
+            janitor.cancel()
+            for t in list(self._binding):
+                t.cancel()
+
+    async def _janitor(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for pi in self.core.cache.cleanup_expired():
+                pod = self.core.pods.get(pi.uid)
+                if pod is not None and not pod.spec.node_name:
+                    self.on_pod(None, pod)
+
+    async def drain(self) -> None:
+        """Wait for the binding cycles in flight (tests, shutdown)."""
+        while self._binding:
+            await asyncio.gather(*list(self._binding), return_exceptions=True)
+
+    def schedule_one(self, qpi: fw.QueuedPodInfo) -> None:
+        """One scheduling cycle; the binding cycle is started as a task."""
+        core = self.core
+        pod = qpi.info
+        current = core.pods.get(pod.uid)
+        if current is None or current.spec.node_name or current.metadata.deletion_timestamp:
+            self.queue.done(pod.uid)  # deleted, bound meanwhile, or terminating (skipPodSchedule)
+            return
+        fwk = core.frameworks[qpi.profile]
+        started = time.perf_counter()
+        cycle = self.queue.scheduling_cycle
+        state = fw.CycleState()
+        snap = core.snapshot()
+        prof = core.cfg.profile(fwk.name)
+        percentage = (
+            prof.percentage_of_nodes_to_score
+            if prof is not None and prof.percentage_of_nodes_to_score is not None
+            else core.cfg.percentage_of_nodes_to_score
+        )
+        try:
+            result = algorithm.schedule_pod(
+                fwk,
+                state,
+                pod,
+                snap,
+                percentage=percentage,
+                sampler=core.samplers[fwk.name],
+                top_n=prof.randomize_top_n if prof is not None else 0,
+                rng=core.rng,
+            )
+        except algorithm.FitError as err:
+            core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+            self._handle_fit_error(fwk, state, qpi, err, snap, cycle, started)
+            return
+        except Exception as err:
+            log.exception("scheduling %s", pod.key)
+            self._failure(fwk, qpi, cycle, str(err), error=True, started=started)
+            return
+        core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+
+        # Assume: the next cycle must see this pod on its node.
+        assumed = msgspec.structs.replace(pod.pod, spec=msgspec.structs.replace(pod.pod.spec, node_name=result.node))
+        assumed_info = dataclasses.replace(pod, pod=assumed)
+        core.cache.assume_pod(assumed_info, result.node)
+        self.queue.done(pod.uid)
+
+        st = fwk.run_reserve(state, assumed_info, result.node)
+        if not st.ok:
+            fwk.run_unreserve(state, assumed_info, result.node)
+            core.cache.forget_pod(pod.uid)
+            self._requeue(fwk, qpi, cycle, st, started)
+            return
+        st, waits = fwk.run_permit(state, assumed_info, result.node)
+        if not st.ok and st.code != fw.Code.WAIT:
+            fwk.run_unreserve(state, assumed_info, result.node)
+            core.cache.forget_pod(pod.uid)
+            self._requeue(fwk, qpi, cycle, st, started)
+            return
+        permit = self.waiting.add(assumed_info, result.node, waits) if st.code == fw.Code.WAIT else None
+        self.emit(Kind.ASSUMED, pod.pod, node=result.node, attempts=qpi.attempts)
+        task = asyncio.get_running_loop().create_task(
+            self._binding_cycle(fwk, state, qpi, assumed_info, result.node, permit, cycle, started),
+            name=f"bind {pod.key}",
+        )
+        self._binding.add(task)
+        task.add_done_callback(self._binding.discard)
+
+    def _handle_fit_error(
+        self,
+        fwk: Framework,
+        state: fw.CycleState,
+        qpi: fw.QueuedPodInfo,
+        err: algorithm.FitError,
+        snap: Any,
+        cycle: int,
+        started: float,
+    ) -> None:
+        pod = qpi.info
+        diagnosis = err.diagnosis
+        nominated = ""
+        if fwk.post_filter and not diagnosis.pre_filter_msg:
+            failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
+            res = fwk.run_post_filter(state, pod, snap, failures)
+            if res.status.ok and res.nominated_node:
+                nominated = res.nominated_node
+            elif res.status.message():
+                diagnosis.post_filter_msg = res.status.message()
+        qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+        qpi.pending_plugins = set(diagnosis.pending_plugins)
+        message = str(err)
+        if nominated:
+            self.queue.nominator.add(pod, nominated)
+            source = self.core.pod_sources.get(pod.uid)
+            if source is not None:
+                self._spawn(source.nominate(pod.pod, nominated), f"nominate {pod.key}")
+            self.emit(Kind.NOMINATED, pod.pod, node=nominated, message=message, attempts=qpi.attempts)
+        reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values())
+        self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started)
+
+    def _requeue(self, fwk: Framework, qpi: fw.QueuedPodInfo, cycle: int, st: fw.Status, started: float) -> None:
+        """A failure after assume: the pod returns to the queue with backoff."""
+        pod = qpi.info
+        current = self.core.pods.get(pod.uid)
+        if current is None or current.spec.node_name:
+            return  # deleted, or bound after all (e.g. by a conflicting scheduler)
+        if st.plugin:
+            qpi.unschedulable_plugins = {st.plugin}
+        qpi.info = PodInfo.of(current)
+        self.queue.add_back(qpi, cycle, error=st.code == fw.Code.ERROR)
+        self._record_failure(fwk, qpi, st.message() or "scheduling failed", [st], started)
+
+    def _failure(
+        self,
+        fwk: Framework,
+        qpi: fw.QueuedPodInfo,
+        cycle: int,
+        message: str,
+        *,
+        error: bool = False,
+        reasons: list[fw.Status] | None = None,
+        started: float,
+    ) -> None:
+        self.queue.add_unschedulable(qpi, cycle, error=error)
+        self._record_failure(fwk, qpi, message, reasons or [], started, error=error)
+
+    def _record_failure(
+        self,
+        fwk: Framework,
+        qpi: fw.QueuedPodInfo,
+        message: str,
+        reasons: list[fw.Status],
+        started: float,
+        *,
+        error: bool = False,
+    ) -> None:
+        pod = qpi.info
+        result = "error" if error else "unschedulable"
+        self._count_attempt(result, fwk.name, started)
+        self._last_message[pod.uid] = message
+        kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
+        self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
+        source = self.core.pod_sources.get(pod.uid)
+        if source is not None:
+            self._spawn(source.report_unschedulable(pod.pod, message), f"report {pod.key}")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._binding.add(task)
+        task.add_done_callback(self._binding.discard)
+        task.add_done_callback(_log_task_error)
+
+    async def _binding_cycle(
+        self,
+        fwk: Framework,
+        state: fw.CycleState,
+        qpi: fw.QueuedPodInfo,
+        pod: PodInfo,
+        node: str,
+        permit: asyncio.Future[fw.Status] | None,
+        cycle: int,
+        started: float,
+    ) -> None:
+        core = self.core
+        try:
+            st = await permit if permit is not None else fw.SUCCESS
+            if st.ok:
+                st = await fwk.run_pre_bind(state, pod, node)
+            if st.ok:
+                st = await fwk.run_bind(state, pod, node)
+        except asyncio.CancelledError:
+            raise
+        except BindConflict as e:
+            st = fw.Status.error(str(e))
+        except Exception as e:
+            log.exception("binding %s to %s", pod.key, node)
+            st = fw.Status.error(str(e))
+        if not st.ok:
+            fwk.run_unreserve(state, pod, node)
+            if core.cache.is_assumed(pod.uid):
+                core.cache.forget_pod(pod.uid)
+            self.emit(Kind.BIND_FAILED, pod.pod, node=node, message=st.message(), attempts=qpi.attempts)
+            self._requeue(fwk, qpi, cycle, st, started)
+            return
+        core.cache.finish_binding(pod.uid)
+        fwk.run_post_bind(state, pod, node)
+        self._count_attempt("scheduled", fwk.name, started)
+        self._last_message.pop(pod.uid, None)
+        self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
+        source = core.pod_sources.get(pod.uid)
+        if source is not None:
+            with contextlib.suppress(Exception):
+                await source.report_scheduled(pod.pod, node)
+
+    # ------------------------------------------------------------ batch API
+
+    def submit(self, req: scheduler_pb2.SubmitRequest) -> scheduler_pb2.SubmitResponse:
+        from berth.scheduling.core import VerbError
+
+        feed = self.core.default_source
+        if feed is None or not hasattr(feed, "upsert_pods"):
+            raise VerbError("this Berth has no embedded cluster to submit pods to")
+        resp = scheduler_pb2.SubmitResponse()
+        group_name = ""
+        if req.HasField("group"):
+            group = convert.podgroup_from_pb(req.group)
+            if not group.metadata.name:
+                raise VerbError("group.metadata.name: required")
+            if group.spec.min_member < 1:
+                raise VerbError("group.min_member: must be at least 1")
+            group.metadata.namespace = group.metadata.namespace or "default"
+            group_name = group.metadata.name
+            self.core.on_pod_group(group)
+        accepted: list[model.Pod] = []
+        for i, p in enumerate(req.pods):
+            pod = convert.pod_from_pb(p)
+            md = pod.metadata
+            md.namespace = md.namespace or "default"
+            if group_name:
+                md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
+            try:
+                manifests.validate_pod(pod)
+            except manifests.ManifestError as e:
+                resp.results.add(pod=pod.key, accepted=False, message=f"pods[{i}]: {e}")
+                continue
+            md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
+            existing = self.core.pod_by_key(pod.key)
+            if existing is not None:
+                same = existing.metadata.uid == md.uid
+                resp.results.add(
+                    pod=pod.key,
+                    uid=existing.metadata.uid,
+                    accepted=same,
+                    message="already submitted" if same else "a different pod with this name exists",
+                )
+                continue
+            accepted.append(pod)
+            resp.results.add(pod=pod.key, uid=md.uid, accepted=True)
+        feed.upsert_pods(accepted)
+        return resp
+
+    async def cancel(self, req: scheduler_pb2.CancelRequest) -> scheduler_pb2.CancelResponse:
+        key = model.pod_key(req.namespace, req.name)
+        pod = self.core.pod_by_key(key)
+        if pod is None:
+            return scheduler_pb2.CancelResponse(cancelled=False, message=f"pod {key} not found")
+        if pod.spec.node_name:
+            return scheduler_pb2.CancelResponse(
+                cancelled=False, message=f"pod {key} is already bound to {pod.spec.node_name}"
+            )
+        feed: Any = self.core.pod_sources.get(pod.metadata.uid)
+        if feed is None or not hasattr(feed, "delete_pods"):
+            return scheduler_pb2.CancelResponse(cancelled=False, message=f"pod {key} is not Berth's to cancel")
+        feed.delete_pods([key])
+        self.emit(Kind.CANCELLED, pod)
+        return scheduler_pb2.CancelResponse(cancelled=True)
+
+
+def _log_task_error(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s failed: %s", task.get_name(), task.exception())

@@ -1,0 +1,1 @@
+"""Test kit for plugin authors (see docs/plugins.md)."""
