@@ -17,7 +17,6 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY protos ./protos
 COPY berth ./berth
 # Berth's wheel plus a wheel of every dependency, so the final stage installs
 # offline and compiles nothing (binary wheels only for the dependencies).

@@ -27,12 +27,9 @@ from typing import Any
 import msgspec
 
 from bench import workloads
-from berth import config
+from berth import app, config
 from berth.cache.table import PodInfo
 from berth.cluster import model
-from berth.cluster.embedded import EmbeddedCluster
-from berth.scheduling.core import Core
-from berth.scheduling.loop import Scheduler
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -51,13 +48,10 @@ def _pods(docs: list[dict[str, Any]]) -> list[model.Pod]:
 
 
 async def _throughput_once(num_nodes: int, pods: list[model.Pod], pre: list[model.Pod]) -> tuple[float, int]:
-    cfg = config.parse({})
-    core = Core(cfg)
-    cluster = EmbeddedCluster(core)
-    core.default_source = cluster
+    berth = app.build(config.parse({}))
+    cluster = berth.cluster
     cluster.upsert_nodes(_nodes(num_nodes))
     cluster.upsert_pods(pre)
-    core.scheduler = Scheduler(core)
     done = asyncio.Event()
     bound = 0
     target = len(pods)
@@ -71,7 +65,7 @@ async def _throughput_once(num_nodes: int, pods: list[model.Pod], pre: list[mode
             done.set()
 
     cluster.bind = counting_bind  # type: ignore[method-assign]
-    task = asyncio.create_task(core.scheduler.run())
+    task = asyncio.create_task(berth.run_loop())
     gc.collect()
     start = time.perf_counter()
     cluster.upsert_pods(pods)
@@ -125,7 +119,7 @@ def _rss_mib() -> float:
 
 def memory(args: argparse.Namespace) -> dict[str, Any]:
     base = _rss_mib()
-    core = Core(config.parse({}))
+    core = app.build(config.parse({}), run_loop=False).core
     for n in _nodes(args.nodes):
         core.cache.add_node(n)
     after_nodes = _rss_mib()

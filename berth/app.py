@@ -1,13 +1,25 @@
-"""The one place that wires a Berth process together: configuration, core,
-sources, the scheduling loop, and the HTTP and gRPC servers."""
+"""The composition root: the one place that builds a Berth (as YuniKorn's
+``pkg/entrypoint/entrypoint.go`` does).
+
+:func:`build` wires configuration -> cache -> stores -> frameworks (one per
+profile, each with its typed Handle) -> core -> the embedded cluster ->
+scheduling queue and loop, and returns them in a :class:`Berth`. ``berth
+serve`` (:func:`serve`, which adds the adapters), the benchmarks, the test
+fixtures and ``berth.testing`` all call it, with options for what differs:
+the clock, the random source, whether the loop runs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
+import random
 import signal
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +27,122 @@ from berth import config
 from berth.adapters.grpc.server import GrpcServer
 from berth.adapters.http import server as http_server
 from berth.adapters.http.tls import server_ssl_context
+from berth.cache.cache import Cache
 from berth.cluster import manifests
 from berth.cluster.embedded import EmbeddedCluster
+from berth.framework import registry
+from berth.framework.handle import Handle
+from berth.framework.runtime import Framework
+from berth.metrics import Metrics
+from berth.queue.nominator import Nominator
+from berth.queue.waiting import WaitingPods
+from berth.scheduling.client import SourceClient
 from berth.scheduling.core import Core
+from berth.scheduling.decisions import DecisionLog
+from berth.scheduling.loop import Scheduler
+from berth.scheduling.state import PodDisruptionBudgetStore, PodGroupStore, PodStore
+from berth.scheduling.verbs import Extender
 
-__all__ = ["serve"]
+__all__ = ["Berth", "build", "running", "serve"]
 
 log = logging.getLogger("berth")
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Berth:
+    """One assembled Berth: what the adapters and tests talk to."""
+
+    cfg: config.BerthConfiguration
+    core: Core
+    #: The embedded cluster: the default source outside Kubernetes, and where
+    #: the gRPC Cluster feed and Submit write.
+    cluster: EmbeddedCluster
+    extender: Extender
+    #: The scheduling loop, when this process runs one from the start (not in
+    #: Kubernetes mode, where the leader starts it).
+    scheduler: Scheduler | None
+
+    async def run_loop(self) -> None:
+        """Run the scheduling loop until cancelled; then finish what it started."""
+        if self.scheduler is None:
+            return
+        try:
+            await self.scheduler.run()
+        finally:
+            await self.scheduler.drain()
+
+
+def build(
+    cfg: config.BerthConfiguration | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+    run_loop: bool | None = None,
+    metrics: Metrics | None = None,
+) -> Berth:
+    """Assemble a Berth. ``run_loop`` defaults to ``cfg.runSchedulingLoop``;
+    ``clock`` drives backoffs, assumed-pod expiry and the queue (tests pass
+    the event loop's, virtual, clock)."""
+    cfg = cfg or config.parse({})
+    metrics = metrics or Metrics()
+    cache = Cache(assumed_ttl=cfg.assumed_pod_ttl_seconds, clock=clock)
+    pods, groups, pdbs = PodStore(), PodGroupStore(), PodDisruptionBudgetStore()
+    nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
+    client = SourceClient(pods)
+    frameworks: dict[str, Framework] = {}
+    for prof in cfg.profiles:
+        handle = Handle(
+            profile=prof.scheduler_name,
+            cache=cache,
+            pods=pods,
+            pod_groups=groups,
+            pdbs=pdbs,
+            nominator=nominator,
+            waiting_pods=waiting,
+            client=client,
+            recorder=decisions,
+            metrics=metrics,
+            clock=clock,
+        )
+        frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof), handle)
+    core = Core(
+        cfg,
+        cache=cache,
+        pods=pods,
+        pod_groups=groups,
+        pdbs=pdbs,
+        frameworks=frameworks,
+        nominator=nominator,
+        waiting=waiting,
+        decisions=decisions,
+        client=client,
+        metrics=metrics,
+        clock=clock,
+        rng=rng or random.Random(),
+    )
+    cluster = EmbeddedCluster(core)
+    client.default_source = cluster
+    scheduler: Scheduler | None = None
+    if cfg.run_scheduling_loop if run_loop is None else run_loop:
+        scheduler = Scheduler(core)
+        scheduler.attach()
+    return Berth(cfg, core, cluster, Extender(core), scheduler)
+
+
+@contextlib.asynccontextmanager
+async def running(cfg: config.BerthConfiguration | None = None, **options: Any) -> AsyncIterator[Berth]:
+    """A built Berth whose scheduling loop runs for the ``async with`` block;
+    on exit the loop stops and every task it started is finished."""
+    berth = build(cfg, **options)
+    task = asyncio.create_task(berth.run_loop(), name="scheduling-loop")
+    try:
+        yield berth
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        berth.core.client.cancel()
+        await berth.core.client.drain()
 
 
 async def serve(
@@ -34,17 +155,14 @@ async def serve(
 ) -> None:
     """Run until SIGTERM/SIGINT (or ``stop`` is set), then shut down gracefully."""
     log.info("effective configuration:\n%s", config.to_yaml(cfg))
-    core = Core(cfg)
-    feed = EmbeddedCluster(core)
-    core.default_source = feed
-    loop_task: asyncio.Task[None] | None = None
-    try:
-        from berth.scheduling.loop import Scheduler
-    except ImportError:  # the scheduling loop ships with a later milestone
-        Scheduler = None  # type: ignore[assignment,misc]
+    registry.log_available()
+    kube = kubeconfig is not None or in_cluster
+    # In Kubernetes mode the leader starts the loop (KubernetesRunner).
+    berth = build(cfg, run_loop=False if kube else None)
+    core = berth.core
     kube_task: asyncio.Task[None] | None = None
     runner_k8s = None
-    if kubeconfig is not None or in_cluster:
+    if kube:
         from berth.adapters.kubernetes.runner import KubernetesRunner, load_api_client
 
         api = await load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
@@ -52,22 +170,19 @@ async def serve(
         # Informers make /readyz ready after the first full sync; the leader schedules.
         kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes")
     else:
-        if Scheduler is not None and cfg.run_scheduling_loop:
-            core.scheduler = Scheduler(core)
         if cluster_file is not None:
-            feed.load(manifests.load(cluster_file))
-            feed.log_summary()
+            berth.cluster.load(manifests.load(cluster_file))
+            berth.cluster.log_summary()
         core.ready = True
 
     # The loaded cluster is long-lived: keep it out of the cyclic GC's
     # generations so collections stay short while requests are served.
     gc.collect()
     gc.freeze()
-    runner, http_port = await http_server.start(core, server_ssl_context(cfg.http.tls))
-    grpc = GrpcServer(core, feed, cfg)
+    runner, http_port = await http_server.start(core, berth.extender, server_ssl_context(cfg.http.tls))
+    grpc = GrpcServer(core, berth.extender, berth.cluster)
     await grpc.start()
-    if core.scheduler is not None:
-        loop_task = asyncio.create_task(core.scheduler.run(), name="scheduling-loop")
+    loop_task = asyncio.create_task(berth.run_loop(), name="scheduling-loop") if berth.scheduler else None
     log.info(
         "Berth serving: HTTP on %s:%d (extender at %s), gRPC on %s:%d; %d nodes, %d pods",
         cfg.http.host,
@@ -92,7 +207,7 @@ async def serve(
         log.error("the Kubernetes adapter stopped: %s", kube_task.exception())
     log.info("shutting down")
     core.ready = False
-    for task in (loop_task, kube_task):
+    for task in (loop_task, kube_task, *waiters):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

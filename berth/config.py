@@ -24,6 +24,7 @@ names the offending field path (``profiles[0].pluginConfig[1].args...``).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,9 @@ from typing import Any
 
 import msgspec
 import yaml
+
+from berth.framework import registry
+from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, PluginRef, Plugins, PluginSet, Profile
 
 __all__ = [
     "API_VERSION",
@@ -51,9 +55,10 @@ __all__ = [
     "parse",
 ]
 
+log = logging.getLogger(__name__)
+
 API_VERSION = "berth.dev/v1"
 KIND = "BerthConfiguration"
-DEFAULT_SCHEDULER_NAME = "berth"
 
 
 class ConfigError(ValueError):
@@ -62,50 +67,6 @@ class ConfigError(ValueError):
 
 class _Cfg(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
     pass
-
-
-class PluginRef(_Cfg):
-    name: str
-    weight: int | None = None
-
-
-class PluginSet(_Cfg):
-    enabled: list[PluginRef] = []
-    disabled: list[PluginRef] = []
-
-
-class Plugins(_Cfg):
-    """Per extension point, like KubeSchedulerConfiguration's ``plugins``."""
-
-    multi_point: PluginSet = msgspec.field(default_factory=PluginSet)
-    pre_enqueue: PluginSet = msgspec.field(default_factory=PluginSet)
-    queue_sort: PluginSet = msgspec.field(default_factory=PluginSet)
-    pre_filter: PluginSet = msgspec.field(default_factory=PluginSet)
-    filter: PluginSet = msgspec.field(default_factory=PluginSet)
-    post_filter: PluginSet = msgspec.field(default_factory=PluginSet)
-    pre_score: PluginSet = msgspec.field(default_factory=PluginSet)
-    score: PluginSet = msgspec.field(default_factory=PluginSet)
-    reserve: PluginSet = msgspec.field(default_factory=PluginSet)
-    permit: PluginSet = msgspec.field(default_factory=PluginSet)
-    pre_bind: PluginSet = msgspec.field(default_factory=PluginSet)
-    bind: PluginSet = msgspec.field(default_factory=PluginSet)
-    post_bind: PluginSet = msgspec.field(default_factory=PluginSet)
-
-
-class PluginConfig(_Cfg):
-    name: str
-    args: dict[str, Any] = {}
-
-
-class Profile(_Cfg):
-    scheduler_name: str = DEFAULT_SCHEDULER_NAME
-    plugins: Plugins = msgspec.field(default_factory=Plugins)
-    plugin_config: list[PluginConfig] = []
-    #: Overrides the global value for this profile.
-    percentage_of_nodes_to_score: int | None = None
-    #: Choose at random among the N best-scoring nodes (0 or 1: the best,
-    #: ties broken at random, as kube-scheduler does).
-    randomize_top_n: int = 0
 
 
 class TLSConfig(_Cfg):
@@ -166,8 +127,9 @@ class BerthConfiguration(_Cfg):
     #: An assumed pod whose bind returned but never confirmed is released
     #: after this long (kube-scheduler's durationToExpireAssumedPod).
     assumed_pod_ttl_seconds: float = msgspec.field(default=30.0, name="assumedPodTTLSeconds")
-    #: Default time a gang member waits at Permit for the rest of its gang.
-    gang_schedule_timeout_seconds: float = 60.0
+    #: Deprecated: Coscheduling's ``scheduleTimeoutSeconds`` argument. When
+    #: set, it becomes that argument in every profile that does not set it.
+    gang_schedule_timeout_seconds: float | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
     extender: ExtenderConfig = msgspec.field(default_factory=ExtenderConfig)
@@ -205,14 +167,32 @@ def parse(doc: Mapping[str, Any] | None) -> BerthConfiguration:
         cfg = msgspec.convert(dict(doc), BerthConfiguration)
     except msgspec.ValidationError as e:
         raise _msgspec_error(e) from None
+    _apply_deprecated(cfg)
     validate(cfg)
     return cfg
 
 
-def validate(cfg: BerthConfiguration) -> None:
-    # Imported here: the registry imports plugin modules, which import config-free code.
-    from berth.framework import registry
+def _apply_deprecated(cfg: BerthConfiguration) -> None:
+    """gangScheduleTimeoutSeconds (v0.1) became Coscheduling's own argument."""
+    timeout = cfg.gang_schedule_timeout_seconds
+    if timeout is None:
+        return
+    log.warning(
+        "gangScheduleTimeoutSeconds is deprecated: set Coscheduling's pluginConfig args "
+        "{scheduleTimeoutSeconds: %g} instead",
+        timeout,
+    )
+    if timeout <= 0:
+        raise ConfigError("gangScheduleTimeoutSeconds: must be greater than 0")
+    for prof in cfg.profiles:
+        pc = next((c for c in prof.plugin_config if c.name == "Coscheduling"), None)
+        if pc is None:
+            prof.plugin_config.append(PluginConfig(name="Coscheduling", args={"scheduleTimeoutSeconds": timeout}))
+        else:
+            pc.args = {"scheduleTimeoutSeconds": timeout, **pc.args}
 
+
+def validate(cfg: BerthConfiguration) -> None:
     if cfg.api_version != API_VERSION:
         raise ConfigError(f"apiVersion: must be {API_VERSION!r}, got {cfg.api_version!r}")
     if cfg.kind != KIND:

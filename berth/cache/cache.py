@@ -35,8 +35,8 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
+from berth.cache.podindex import PodIndex
 from berth.cache.table import NodeInfo, NodeTable, PodInfo, ResourceColumns, Snapshot
 from berth.cluster import model
 
@@ -74,8 +74,9 @@ class Cache:
         # Called with (pod, node, +1/-1) whenever a pod starts or stops counting
         # on a node; indexes that need pods (affinity, spread) subscribe.
         self._listeners: list[PodListener] = []
-        # berth.cache.podindex.PodIndex, created by the first plugin that needs it.
-        self.pod_index: Any = None
+        # Pods by namespace and label, kept up to date through subscribe()
+        # (spread and inter-pod affinity count with it).
+        self.pod_index = PodIndex(self)
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -246,14 +246,10 @@ def selector_row_counts(
 
 
 def index_of(cache: Cache | None) -> PodIndex | None:
-    """The cache's pod index, created (and subscribed) on first use."""
+    """The cache's pod index (None without a cache: plugins then scan the table)."""
     if cache is None:
         return None
-    idx: PodIndex | None = cache.pod_index
-    if idx is None:
-        idx = PodIndex(cache)
-        cache.pod_index = idx
-    return idx
+    return cache.pod_index
 
 
 def scan(nodes: NodeTable) -> Iterator[tuple[PodInfo, int]]:

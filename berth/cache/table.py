@@ -415,6 +415,10 @@ class NodeTable:
 
     _images_version: int = -1
 
+    def rows_of(self, names: Sequence[str]) -> IntArray:
+        """The rows of ``names``, in order (every name must be in the table)."""
+        return np.asarray([self.index[n] for n in names], dtype=np.int64)
+
     def alive_rows(self) -> IntArray:
         return np.flatnonzero(self.alive[: self.size])
 

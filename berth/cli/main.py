@@ -12,18 +12,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
-
 from berth import config
 from berth.adapters.grpc import convert
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from berth.cli import submit
+from berth.cli.common import CliError, call, channel
 from berth.cluster import manifests, resources
 
 __all__ = ["main"]
-
-
-class CliError(Exception):
-    """Printed as ``berth: <message>``; exit status 1."""
 
 
 def _quantities(m: Any) -> dict[str, str]:
@@ -49,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             manifests.load(args.cluster)  # fail before binding any port
         except manifests.ManifestError as e:
             raise CliError(f"invalid cluster file: {e}") from None
-    from berth import app
+    from berth import app  # here: client commands need not load the scheduler
 
     # asyncio's own loop by default: measured here (bench/README.md), aiohttp
     # under uvloop answered 5000-node extender requests ~1.5 ms slower
@@ -68,23 +64,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- clients
 
 
-def _channel(server: str) -> grpc.Channel:
-    return grpc.insecure_channel(server)
-
-
-def _call(fn: Any, request: Any, server: str) -> Any:
-    try:
-        return fn(request, timeout=30)
-    except grpc.RpcError as e:
-        code = e.code()
-        if code == grpc.StatusCode.UNAVAILABLE:
-            raise CliError(f"cannot reach Berth at {server}: {e.details()}") from None
-        raise CliError(f"{code.name.lower()}: {e.details()}") from None
-
-
 def cmd_nodes(args: argparse.Namespace) -> int:
-    with _channel(args.server) as ch:
-        resp = _call(cluster_pb2_grpc.ClusterStub(ch).ListNodes, cluster_pb2.ListNodesRequest(), args.server)
+    with channel(args.server) as ch:
+        resp = call(cluster_pb2_grpc.ClusterStub(ch).ListNodes, cluster_pb2.ListNodesRequest(), args.server)
     rows = [
         {
             "name": n.name,
@@ -126,8 +108,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if len(m.pods) != 1:
         raise CliError(f"{args.file}: expected exactly one Pod, found {len(m.pods)}")
     req = scheduler_pb2.ExplainRequest(pod=convert.pod_to_pb(m.pods[0]), profile=args.profile or "")
-    with _channel(args.server) as ch:
-        resp = _call(scheduler_pb2_grpc.SchedulerStub(ch).Explain, req, args.server)
+    with channel(args.server) as ch:
+        resp = call(scheduler_pb2_grpc.SchedulerStub(ch).Explain, req, args.server)
     nodes = [
         {
             "node": e.node,
@@ -173,9 +155,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from berth.cli import submit
-
-    return submit.run(args, _load_pods(args.file), _call)
+    return submit.run(args, _load_pods(args.file), call)
 
 
 # ---------------------------------------------------------------- main

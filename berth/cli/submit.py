@@ -20,7 +20,8 @@ import grpc
 
 from berth.adapters.grpc import convert
 from berth.api.v1 import model_pb2, scheduler_pb2, scheduler_pb2_grpc
-from berth.cluster import manifests
+from berth.cli.common import CliError
+from berth.cluster import manifests, model
 
 __all__ = ["run"]
 
@@ -37,7 +38,6 @@ _STATUS = {
 
 def _group_requests(m: manifests.Manifests) -> list[scheduler_pb2.SubmitRequest]:
     """One request for pods outside gangs, one per PodGroup with its members."""
-    from berth.cluster import model
 
     by_group: dict[str, list[Any]] = {}
     plain: list[Any] = []
@@ -72,8 +72,6 @@ def run(
     call: Callable[[Any, Any, str], Any],
 ) -> int:
     if not m.pods and not m.pod_groups:
-        from berth.cli.main import CliError
-
         raise CliError(f"{args.file}: no Pods or PodGroups to submit")
     channel = grpc.insecure_channel(args.server)
     stub = scheduler_pb2_grpc.SchedulerStub(channel)

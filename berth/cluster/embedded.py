@@ -2,9 +2,10 @@
 with no cluster at all (``berth serve --cluster FILE``) and for systems that
 feed Berth through the gRPC Cluster service.
 
-It is a :class:`~berth.cluster.sources.Source`: it owns its objects, tells the
-core about every change (as informers would), and carries out bindings and
-evictions by changing its own objects — a bind sets ``spec.nodeName`` and the
+It is a :class:`~berth.cluster.sources.Source`: it owns its objects, tells
+its :class:`~berth.cluster.sources.ClusterListener` (the core) about every
+change, as informers would, and carries out bindings and evictions by
+changing its own objects — a bind sets ``spec.nodeName`` and the
 core then sees the pod confirmed, exactly as an informer update would make it.
 """
 
@@ -12,16 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from berth.cluster import model
 from berth.cluster.manifests import Manifests, default_uid, validate_node, validate_pod
-from berth.cluster.sources import BindConflict, BindError
-
-if TYPE_CHECKING:
-    from berth.scheduling.core import Core
+from berth.cluster.sources import BindConflict, BindError, ClusterListener
 
 __all__ = ["EmbeddedCluster"]
 
@@ -33,7 +30,7 @@ class EmbeddedCluster:
 
     name = "embedded"
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: ClusterListener) -> None:
         self.core = core
         self.nodes: dict[str, model.Node] = {}
         self.pods: dict[str, model.Pod] = {}  # NAMESPACE/NAME -> pod

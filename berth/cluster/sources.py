@@ -1,19 +1,22 @@
 """Where cluster state comes from and where decisions go back to.
 
 A :class:`Source` is one origin of nodes and pods — the embedded in-memory
-cluster, the gRPC Cluster feed, or the Kubernetes API (``berth.adapters/kubernetes``)
-— and it carries out what the core decides about the pods it owns: bind them,
-evict victims, record a nominated node and report outcomes. The core talks to
-every source through this interface and never knows which one it is.
+cluster (which the gRPC Cluster feed and Submit write into), or the
+Kubernetes API (``berth.adapters.kubernetes``) — and it carries out what the
+core decides about the pods it owns: bind them, evict victims, record a
+nominated node and report outcomes. A source tells the core about changes
+through a :class:`ClusterListener`, as informers would. The core talks to
+every source through these two interfaces and never knows which one it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from berth.cluster import model
 
-__all__ = ["BindConflict", "BindError", "Source"]
+__all__ = ["BindConflict", "BindError", "ClusterListener", "FeedRefused", "Source"]
 
 
 class BindError(Exception):
@@ -24,8 +27,20 @@ class BindConflict(BindError):
     """The pod is already bound elsewhere (or gone): never retry on the same node blindly."""
 
 
+class FeedRefused(Exception):
+    """The source does not take objects from Berth's clients (e.g. the
+    Kubernetes source: pods are created through the API server)."""
+
+
 class Source(Protocol):
     name: str
+
+    def upsert_pods(self, pods: Iterable[model.Pod]) -> int:
+        """Create or replace pods (Submit, the Cluster feed); raises FeedRefused
+        when this source's pods come from elsewhere."""
+
+    def delete_pods(self, keys: Iterable[str]) -> int:
+        """Delete pods by ``NAMESPACE/NAME`` (Cancel, the feed); raises FeedRefused likewise."""
 
     async def bind(self, pod: model.Pod, node: str) -> None:
         """Bind ``pod`` to ``node``. Idempotent: binding a pod already bound
@@ -42,3 +57,21 @@ class Source(Protocol):
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         """Scheduled: the pod was bound to ``node``."""
+
+
+class ClusterListener(Protocol):
+    """What a source reports (the core implements it)."""
+
+    def on_node(self, node: model.Node) -> None: ...
+
+    def on_node_delete(self, name: str) -> None: ...
+
+    def on_pod(self, pod: model.Pod, *, source: Source) -> None: ...
+
+    def on_pod_delete(self, pod: model.Pod) -> None: ...
+
+    def on_pod_group(self, group: model.PodGroup) -> None: ...
+
+    def on_pdb(self, pdb: model.PodDisruptionBudget) -> None: ...
+
+    def on_pdb_delete(self, namespace: str, name: str) -> None: ...

@@ -1,28 +1,152 @@
-"""What a plugin may reach beyond its arguments (kube-scheduler's framework.Handle)."""
+"""What a plugin may reach beyond its arguments (kube-scheduler's
+``framework.Handle``, ``staging/src/k8s.io/kube-scheduler/framework/interface.go``).
+
+Every service is typed: a plugin author (and mypy) can follow a pod from a
+plugin into the binder. The scheduling layer implements these protocols and
+builds one :class:`Handle` per profile (``berth.app.build``);
+``berth.testing`` builds them for plugin tests.
+
+=====================  =================================================
+kube-scheduler          Berth
+=====================  =================================================
+SnapshotSharedLister    ``cache`` (the live node table, the pod index) and
+                        ``pods`` (every pod Berth knows, placed or not)
+PodNominator            ``nominator``
+Iterate/Get/Reject      ``waiting_pods``
+WaitingPod
+ClientSet               ``client`` (bind, evict, nominate through the pod's
+                        source: the API server or the embedded cluster)
+EventRecorder           ``recorder`` (decisions: the gRPC stream, events)
+PluginsRunner           ``framework`` (this profile's plugins, for
+                        preemption's dry runs)
+=====================  =================================================
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
+
+from berth.cache.cache import Cache
+from berth.cache.table import PodInfo
+from berth.cluster import model
+from berth.framework.decision import Decision
+from berth.metrics import Metrics
 
 if TYPE_CHECKING:
-    from berth.cache.cache import Cache
+    from berth.framework.interface import Status
+    from berth.framework.runtime import Framework
 
-__all__ = ["Handle"]
+__all__ = [
+    "ClusterClient",
+    "DecisionRecorder",
+    "Handle",
+    "Nominator",
+    "PodDisruptionBudgetLister",
+    "PodGroupLister",
+    "PodLister",
+    "WaitingPods",
+]
+
+
+class PodLister(Protocol):
+    """Every pod Berth knows (pending, assumed or bound), the latest object of each."""
+
+    def get(self, uid: str) -> model.Pod | None: ...
+
+    def by_key(self, key: str) -> model.Pod | None:
+        """By ``NAMESPACE/NAME``."""
+
+    def in_group(self, namespace: str, group: str) -> list[model.Pod]:
+        """Members of PodGroup ``namespace/group`` (label ``scheduling.x-k8s.io/pod-group``)
+        that are neither terminal nor terminating."""
+
+    def matching(self, namespace: str, selector: model.LabelSelector | None) -> list[model.Pod]: ...
+
+
+class PodGroupLister(Protocol):
+    def get(self, namespace: str, name: str) -> model.PodGroup | None: ...
+
+
+class PodDisruptionBudgetLister(Protocol):
+    def list(self) -> list[model.PodDisruptionBudget]: ...
+
+
+class Nominator(Protocol):
+    """Pods nominated to nodes by preemption (``framework.PodNominator``)."""
+
+    def add(self, pod: PodInfo, node: str) -> None: ...
+
+    def delete(self, uid: str) -> None: ...
+
+    def node_of(self, uid: str) -> str:
+        """The pod's nominated node, or ""."""
+
+    def pods_on(self, node: str) -> list[PodInfo]: ...
+
+    def nodes(self) -> list[str]: ...
+
+
+class WaitingPods(Protocol):
+    """Pods held at Permit (``framework.WaitingPod`` and the Handle's
+    ``IterateOverWaitingPods`` / ``GetWaitingPod`` / ``RejectWaitingPod``)."""
+
+    def uids(self) -> list[str]: ...
+
+    def get(self, uid: str) -> PodInfo | None: ...
+
+    def allow(self, uid: str, plugin: str) -> None:
+        """``plugin`` no longer holds the pod; it binds once no plugin does."""
+
+    def reject(self, uid: str, plugin: str, message: str) -> None:
+        """The pod's Permit fails with ``message``: it is unreserved and requeued."""
+
+
+class ClusterClient(Protocol):
+    """Acts on the cluster through the source that owns each pod.
+
+    ``bind`` is awaited by Bind plugins. ``evict`` and ``nominate`` return at
+    once and run in the background (as kube-scheduler's preemption evicts
+    victims asynchronously); failures are logged and the pod's events bring
+    the queue up to date.
+    """
+
+    async def bind(self, pod: model.Pod, node: str) -> Status:
+        """Success, or an error Status saying why the binding failed."""
+
+    def evict(self, pod: model.Pod, reason: str) -> None: ...
+
+    def nominate(self, pod: model.Pod, node: str) -> None:
+        """Record ``status.nominatedNodeName`` ("" clears it)."""
+
+
+class DecisionRecorder(Protocol):
+    def emit(self, decision: Decision) -> None:
+        """Publish a decision (the gRPC stream, ``berth explain``'s history)."""
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class Handle:
-    """Services shared by the plugins of one profile.
+    """Services shared by the plugins of one profile; see the module docstring."""
 
-    ``cache`` is the live cache (for plugins that keep pod indexes);
-    ``extras`` carries what later subsystems register for their plugins
-    (nominator, waiting pods, binder, pod groups) under typed accessors.
-    """
+    profile: str
+    cache: Cache
+    pods: PodLister
+    pod_groups: PodGroupLister
+    pdbs: PodDisruptionBudgetLister
+    nominator: Nominator
+    waiting_pods: WaitingPods
+    client: ClusterClient
+    recorder: DecisionRecorder
+    metrics: Metrics
+    clock: Callable[[], float]
+    #: Set by the profile's Framework once its plugins are built.
+    runner: Framework | None = None
 
-    profile: str = "berth"
-    cache: Cache | None = None
-    clock: Callable[[], float] = time.monotonic
-    extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+    @property
+    def framework(self) -> Framework:
+        """This profile's plugins (PluginsRunner): preemption runs its Filters."""
+        if self.runner is None:
+            raise RuntimeError(f"profile {self.profile!r}: the framework is still being built")
+        return self.runner

@@ -51,12 +51,14 @@ __all__ = [
     "PostFilterResult",
     "PreBindPlugin",
     "PreEnqueuePlugin",
+    "PreFilterExtensions",
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueuedPodInfo",
     "ReservePlugin",
+    "ScoreNormalizer",
     "ScorePlugin",
     "StateKey",
     "Status",
@@ -320,6 +322,18 @@ class PreFilterPlugin(Plugin, Protocol):
         """Once per attempt, before Filter. Unschedulable ends the attempt for
         every node; Skip skips this plugin's Filter; a node set narrows the
         nodes Filter looks at (intersected across plugins)."""
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    """PreFilter state that preemption's dry runs update instead of re-running
+    PreFilter (``framework.PreFilterExtensions``)."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, added: PodInfo, node: NodeInfo) -> None:
+        """``added`` now counts on ``node``: update this plugin's PreFilter state."""
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, removed: PodInfo, node: NodeInfo) -> None:
+        """``removed`` no longer counts on ``node``."""
 
 
 @runtime_checkable

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,22 +26,12 @@ from berth.framework import interface as fw
 from berth.framework.runtime import Framework
 
 __all__ = [
-    "PreFilterExtensions",
     "ScratchNode",
     "Victims",
     "fits_with_nominated",
     "more_important",
     "select_victims_on_node",
 ]
-
-
-@runtime_checkable
-class PreFilterExtensions(Protocol):
-    def add_pod(self, state: fw.CycleState, pod: PodInfo, added: PodInfo, node: NodeInfo) -> None:
-        """``added`` now counts on ``node``: update this plugin's PreFilter state."""
-
-    def remove_pod(self, state: fw.CycleState, pod: PodInfo, removed: PodInfo, node: NodeInfo) -> None:
-        """``removed`` no longer counts on ``node``."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -106,19 +95,6 @@ class ScratchNode:
         self.table.add_pod_usage(0, pi, 1)
 
 
-def _extensions(fwk: Framework) -> list[PreFilterExtensions]:
-    """The profile's plugins with PreFilterExtensions, found once per framework
-    (isinstance against a runtime-checkable Protocol is slow in a hot loop)."""
-    found: list[PreFilterExtensions] | None = fwk.memo.get("prefilter_extensions")
-    if found is None:
-        found = []
-        for plugin in (*fwk.filter, *fwk.pre_filter):
-            if isinstance(plugin, PreFilterExtensions) and plugin not in found:
-                found.append(plugin)
-        fwk.memo["prefilter_extensions"] = found
-    return found
-
-
 def select_victims_on_node(
     fwk: Framework,
     pod: PodInfo,
@@ -159,7 +135,7 @@ def select_victims_on_node(
         return None
 
     scratch = ScratchNode(snap, info)
-    extensions = _extensions(fwk)
+    extensions = fwk.pre_filter_extensions
 
     def remove(v: PodInfo) -> None:
         if v.uid in scratch.info.pods:
@@ -223,7 +199,7 @@ def fits_with_nominated(
     if not added or info.node is None:
         return fw.SUCCESS
     scratch = ScratchNode(snap, info)
-    extensions = _extensions(fwk)
+    extensions = fwk.pre_filter_extensions
     for p in added:
         scratch.add(p)
         for ext in extensions:

@@ -27,14 +27,15 @@ import functools
 import importlib
 import importlib.metadata
 import logging
+import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 if TYPE_CHECKING:
-    from berth.config import Profile
     from berth.framework.handle import Handle
+    from berth.framework.profile import Profile
 
 __all__ = [
     "DEFAULT_MULTI_POINT",
@@ -59,11 +60,11 @@ IN_TREE: dict[str, str] = {
     "TaintToleration": "berth.plugins.taint_toleration:TaintToleration",
     "NodeAffinity": "berth.plugins.node_affinity:NodeAffinity",
     "NodePorts": "berth.plugins.node_ports:NodePorts",
-    "NodeResourcesFit": "berth.plugins.node_resources_fit:NodeResourcesFit",
-    "PodTopologySpread": "berth.plugins.pod_topology_spread:PodTopologySpread",
-    "InterPodAffinity": "berth.plugins.inter_pod_affinity:InterPodAffinity",
+    "NodeResourcesFit": "berth.plugins.noderesources:NodeResourcesFit",
+    "PodTopologySpread": "berth.plugins.podtopologyspread:PodTopologySpread",
+    "InterPodAffinity": "berth.plugins.interpodaffinity:InterPodAffinity",
     "DefaultPreemption": "berth.plugins.default_preemption:DefaultPreemption",
-    "NodeResourcesBalancedAllocation": "berth.plugins.balanced_allocation:NodeResourcesBalancedAllocation",
+    "NodeResourcesBalancedAllocation": "berth.plugins.noderesources:NodeResourcesBalancedAllocation",
     "ImageLocality": "berth.plugins.image_locality:ImageLocality",
     "Coscheduling": "berth.plugins.coscheduling:Coscheduling",
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
@@ -115,15 +116,33 @@ class RegistryError(ValueError):
     """
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Installed:
+    """Plugins published under the ``berth.plugins`` entry-point group."""
+
+    found: dict[str, type]
+    origin: dict[str, str]  # name -> "module:Class (distribution version)"
+    broken: dict[str, str]  # name -> why it could not be loaded, with its traceback
+
+
 @functools.cache
-def _entry_points() -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _installed() -> _Installed:
+    found: dict[str, type] = {}
+    origin: dict[str, str] = {}
+    broken: dict[str, str] = {}
     for ep in importlib.metadata.entry_points(group="berth.plugins"):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
         try:
-            found[ep.name] = ep.load()
-        except Exception as e:  # a broken third-party plugin must not hide the others
-            log.error("cannot load plugin %s from %s: %s", ep.name, ep.value, e)
-    return found
+            cls = ep.load()
+        except Exception:  # a broken third-party plugin must not hide the others
+            broken[ep.name] = f"{ep.value} ({dist}) failed to import:\n{traceback.format_exc().rstrip()}"
+            continue
+        if not isinstance(cls, type) or getattr(cls, "NAME", None) != ep.name:
+            broken[ep.name] = f"{ep.value} ({dist}) is not a plugin class whose NAME is {ep.name!r}"
+            continue
+        found[ep.name] = cls
+        origin[ep.name] = f"{ep.value} ({dist})"
+    return _Installed(found, origin, broken)
 
 
 _extra: dict[str, type] = {}
@@ -136,7 +155,17 @@ def register(cls: type) -> type:
 
 
 def available() -> list[str]:
-    return sorted({*IN_TREE, *_entry_points(), *_extra})
+    return sorted({*IN_TREE, *_installed().found, *_extra})
+
+
+def log_available() -> None:
+    """At start: the installed plugins, and each broken one with its traceback."""
+    inst = _installed()
+    for name in sorted(inst.found):
+        log.info("plugin %s from %s", name, inst.origin[name])
+    for name in sorted(inst.broken):
+        log.error("plugin %s cannot be used: %s", name, inst.broken[name])
+    log.info("plugins available: %s", ", ".join(available()))
 
 
 def plugin_class(name: str) -> type:
@@ -149,9 +178,11 @@ def plugin_class(name: str) -> type:
         except ImportError as e:
             raise RegistryError(f"plugin {name!r} is not available: {e}") from None
         return cls
-    ep = _entry_points().get(name)
-    if ep is not None:
-        return ep  # type: ignore[no-any-return]
+    inst = _installed()
+    if name in inst.found:
+        return inst.found[name]
+    if name in inst.broken:
+        raise RegistryError(f"plugin {name!r}: entry point {inst.broken[name]}")
     raise RegistryError(f"unknown plugin {name!r} (known: {', '.join(available())})")
 
 

@@ -77,6 +77,7 @@ class Framework:
         self.name = resolved.name
         self.handle = handle
         self.resolved = resolved
+        handle.runner = self
         self.plugins: dict[str, Any] = registry.build(resolved, handle)
 
         def at(point: str) -> list[Any]:
@@ -98,10 +99,11 @@ class Framework:
         # Resolved once: isinstance against a runtime-checkable Protocol is slow per cycle.
         self._normalizes = {p.NAME: isinstance(p, fw.ScoreNormalizer) for p in self.score}
         self._score_weights = [(p, self.weights.get(p.NAME, 1)) for p in self.score]
-        # Derived facts other modules compute once per framework.
-        self.memo: dict[str, Any] = {}
-        # Plugin durations, exported as scheduler_plugin_execution_duration_seconds.
-        self.observe: Any = None
+        # Preemption's dry runs update these plugins' PreFilter state.
+        self.pre_filter_extensions: list[fw.PreFilterExtensions] = []
+        for p in (*self.filter, *self.pre_filter):
+            if isinstance(p, fw.PreFilterExtensions) and p not in self.pre_filter_extensions:
+                self.pre_filter_extensions.append(p)
 
     # ------------------------------------------------------------ queueing
 

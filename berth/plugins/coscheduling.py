@@ -8,7 +8,7 @@ in the PodGroup's namespace.
   least ``minMember`` members exist (pending or placed).
 - Permit: a member that finds fewer than ``minMember`` members assumed or
   bound (itself included) waits, up to the group's ``scheduleTimeoutSeconds``
-  (default: BerthConfiguration's ``gangScheduleTimeoutSeconds``); the member
+  (default: the plugin's ``scheduleTimeoutSeconds`` argument, 60 s); the member
   that completes the gang allows every waiting sibling at once.
 - Unreserve / timeout / PostFilter: when one member fails, every waiting
   sibling is rejected, releasing what they had assumed, so no partial gang is
@@ -18,14 +18,30 @@ in the PodGroup's namespace.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
+
+import msgspec
 
 from berth.cache.table import NodeTable, PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 
-__all__ = ["Coscheduling"]
+__all__ = ["Coscheduling", "CoschedulingArgs"]
+
+#: scheduler-plugins' CoschedulingArgs.PermitWaitingTimeSeconds default.
+DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60.0
+
+
+class CoschedulingArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    #: How long members wait at Permit for the rest of their gang when the
+    #: PodGroup sets no ``scheduleTimeoutSeconds`` (scheduler-plugins'
+    #: ``permitWaitingTimeSeconds``).
+    schedule_timeout_seconds: float = DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+
+    def validate(self) -> None:
+        if self.schedule_timeout_seconds <= 0:
+            raise ValueError("scheduleTimeoutSeconds: must be greater than 0")
 
 
 def _group_of(pod: PodInfo) -> str:
@@ -34,48 +50,29 @@ def _group_of(pod: PodInfo) -> str:
 
 class Coscheduling:
     NAME: ClassVar[str] = "Coscheduling"
-    Args: ClassVar[None] = None
+    Args: ClassVar[type] = CoschedulingArgs
 
-    def __init__(self, args: None = None, handle: Handle | None = None) -> None:
-        self.handle = handle if handle is not None else Handle()
+    def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
+        self.args = args or CoschedulingArgs()
+        self.handle = handle
 
     # ------------------------------------------------------------ lookups
 
-    @property
-    def _core(self) -> Any:
-        return self.handle.extras.get("core")
-
     def _group(self, pod: PodInfo) -> model.PodGroup | None:
-        core = self._core
-        if core is None:
-            return None
-        group: model.PodGroup | None = core.pod_groups.get(model.pod_key(pod.namespace, _group_of(pod)))
-        return group
+        return self.handle.pod_groups.get(pod.namespace, _group_of(pod))
 
     def _members(self, pod: PodInfo) -> list[model.Pod]:
-        core = self._core
-        name, ns = _group_of(pod), pod.namespace
-        return [
-            p
-            for p in core.pods.values()
-            if p.metadata.labels.get(model.LABEL_POD_GROUP) == name
-            and (p.metadata.namespace or "default") == ns
-            and p.status.phase not in ("Succeeded", "Failed")
-            and not p.metadata.deletion_timestamp
-        ]
+        return self.handle.pods.in_group(pod.namespace, _group_of(pod))
 
     def _placed(self, pod: PodInfo) -> int:
         """Members assumed or bound in the cache (the pod itself included once assumed)."""
         cache = self.handle.cache
-        if cache is None:
-            return 0
         return sum(1 for m in self._members(pod) if cache.get_pod(m.metadata.uid) is not None)
 
     def _timeout(self, group: model.PodGroup) -> float:
         if group.spec.schedule_timeout_seconds:
             return float(group.spec.schedule_timeout_seconds)
-        core = self._core
-        return float(core.cfg.gang_schedule_timeout_seconds) if core is not None else 60.0
+        return self.args.schedule_timeout_seconds
 
     # ------------------------------------------------------------ extension points
 
@@ -89,7 +86,7 @@ class Coscheduling:
 
     def pre_enqueue(self, pod: PodInfo) -> fw.Status:
         name = _group_of(pod)
-        if not name or self._core is None:
+        if not name:
             return fw.SUCCESS
         group = self._group(pod)
         if group is None:
@@ -132,27 +129,19 @@ class Coscheduling:
     # ------------------------------------------------------------ siblings
 
     def _siblings_waiting(self, pod: PodInfo) -> list[str]:
-        waiting = self.handle.extras.get("waiting")
-        if waiting is None:
-            return []
+        waiting = self.handle.waiting_pods
+        group, ns = _group_of(pod), pod.namespace
         out = []
         for uid in waiting.uids():
             other = waiting.get(uid)
-            if (
-                other is not None
-                and uid != pod.uid
-                and _group_of(other) == _group_of(pod)
-                and other.namespace == pod.namespace
-            ):
+            if other is not None and uid != pod.uid and _group_of(other) == group and other.namespace == ns:
                 out.append(uid)
         return out
 
     def _allow_siblings(self, pod: PodInfo) -> None:
-        waiting = self.handle.extras["waiting"]
         for uid in self._siblings_waiting(pod):
-            waiting.allow(uid, self.NAME)
+            self.handle.waiting_pods.allow(uid, self.NAME)
 
     def _reject_siblings(self, pod: PodInfo, message: str) -> None:
-        waiting = self.handle.extras["waiting"]
         for uid in self._siblings_waiting(pod):
-            waiting.reject(uid, self.NAME, message)
+            self.handle.waiting_pods.reject(uid, self.NAME, message)

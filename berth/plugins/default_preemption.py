@@ -23,14 +23,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
 
 from berth.cache.table import NodeTable, PodInfo
 from berth.framework import interface as fw
 from berth.framework import preemption
+from berth.framework.decision import Decision, DecisionKind
 from berth.framework.handle import Handle
 
 __all__ = ["DefaultPreemption", "DefaultPreemptionArgs"]
@@ -61,13 +63,10 @@ class DefaultPreemption:
     NAME: ClassVar[str] = "DefaultPreemption"
     Args: ClassVar[type] = DefaultPreemptionArgs
 
-    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
         self.args = args or DefaultPreemptionArgs()
-        self.handle = handle if handle is not None else Handle()
+        self.handle = handle
         self.rng = random.Random()
-
-    def _core(self) -> Any:
-        return self.handle.extras.get("core")
 
     def eligible(self, pod: PodInfo, nodes: NodeTable) -> tuple[bool, str]:
         if pod.pod.spec.preemption_policy == "Never":
@@ -89,10 +88,8 @@ class DefaultPreemption:
     def post_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
-        core = self._core()
-        metrics = core.metrics if core is not None else None
-        if metrics is not None:
-            metrics.preemption_attempts.inc()
+        metrics = self.handle.metrics
+        metrics.preemption_attempts.inc()
         ok, why = self.eligible(pod, nodes)
         if not ok:
             return fw.PostFilterResult(fw.Status.unschedulable(f"preemption: {why}", plugin=self.NAME))
@@ -109,10 +106,8 @@ class DefaultPreemption:
         offset = self.rng.randrange(len(rows))
         rows = rows[offset:] + rows[:offset]
         want = self.num_candidates(len(rows))
-        pdbs = list(core.pdbs.values()) if core is not None else []
-        fwk = core.frameworks[self.handle.profile] if core is not None else None
-        if fwk is None:
-            return fw.PostFilterResult(fw.Status.error("DefaultPreemption needs the core", plugin=self.NAME))
+        pdbs = self.handle.pdbs.list()
+        fwk = self.handle.framework
         candidates: list[_Candidate] = []
         for r in rows:
             info = nodes.infos[r]
@@ -133,33 +128,29 @@ class DefaultPreemption:
             )
         best = pick_one_node(candidates)
         self._prepare(pod, best)
-        if metrics is not None:
-            metrics.preemption_victims.observe(len(best.victims.victims))
+        metrics.preemption_victims.observe(len(best.victims.victims))
         return fw.PostFilterResult(fw.SUCCESS, nominated_node=best.node)
 
     def _prepare(self, pod: PodInfo, cand: _Candidate) -> None:
         """Evict the victims and clear lower-priority nominations on the node (prepareCandidate)."""
-        core = self._core()
-        scheduler = self.handle.extras.get("scheduler")
-        nominator = self.handle.extras.get("nominator")
-        if core is None:
-            return
+        h = self.handle
+        reason = f"Preempted by pod {pod.uid} on node {cand.node}"
         for v in cand.victims.victims:
-            source = core.pod_sources.get(v.uid)
-            reason = f"Preempted by pod {pod.uid} on node {cand.node}"
-            if scheduler is not None:
-                from berth.api.v1 import scheduler_pb2
-
-                scheduler.emit(scheduler_pb2.Decision.PREEMPTED, v.pod, node=cand.node, message=reason)
-                if source is not None:
-                    scheduler._spawn(source.evict(v.pod, reason), f"evict {v.key}")
-        if nominator is not None:
-            for other in nominator.pods_on(cand.node):
-                if other.priority < pod.priority and other.uid != pod.uid:
-                    nominator.delete(other.uid)
-                    source = core.pod_sources.get(other.uid)
-                    if source is not None and scheduler is not None:
-                        scheduler._spawn(source.nominate(other.pod, ""), f"clear nomination {other.key}")
+            h.recorder.emit(
+                Decision(
+                    DecisionKind.PREEMPTED,
+                    v.key,
+                    v.uid,
+                    node=cand.node,
+                    message=reason,
+                    timestamp_ms=int(time.time() * 1000),
+                )
+            )
+            h.client.evict(v.pod, reason)
+        for other in h.nominator.pods_on(cand.node):
+            if other.priority < pod.priority and other.uid != pod.uid:
+                h.nominator.delete(other.uid)
+                h.client.nominate(other.pod, "")
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
         return (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),)

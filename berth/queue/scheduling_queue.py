@@ -36,8 +36,9 @@ from typing import Any
 
 from berth.cache.table import PodInfo
 from berth.framework import interface as fw
+from berth.queue.nominator import Nominator
 
-__all__ = ["Nominator", "SchedulingQueue"]
+__all__ = ["SchedulingQueue"]
 
 log = logging.getLogger(__name__)
 
@@ -62,38 +63,6 @@ _COUNT_KEYS = {
 _PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
 
 
-class Nominator:
-    """Pods nominated to nodes by preemption (``nominator`` in scheduling_queue.go)."""
-
-    def __init__(self) -> None:
-        self._by_node: dict[str, dict[str, PodInfo]] = {}
-        self._node_of: dict[str, str] = {}
-
-    def add(self, pod: PodInfo, node: str) -> None:
-        self.delete(pod.uid)
-        if not node:
-            return
-        self._by_node.setdefault(node, {})[pod.uid] = pod
-        self._node_of[pod.uid] = node
-
-    def delete(self, uid: str) -> None:
-        node = self._node_of.pop(uid, None)
-        if node is not None:
-            pods = self._by_node.get(node, {})
-            pods.pop(uid, None)
-            if not pods:
-                self._by_node.pop(node, None)
-
-    def node_of(self, uid: str) -> str:
-        return self._node_of.get(uid, "")
-
-    def pods_on(self, node: str) -> list[PodInfo]:
-        return list(self._by_node.get(node, {}).values())
-
-    def nodes(self) -> list[str]:
-        return list(self._by_node)
-
-
 @dataclasses.dataclass(slots=True)
 class _Entry:
     qpi: fw.QueuedPodInfo
@@ -116,6 +85,7 @@ class SchedulingQueue:
         max_in_unschedulable: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[dict[str, int]], None] | None = None,
+        nominator: Nominator | None = None,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -137,7 +107,7 @@ class SchedulingQueue:
         self._wakeup = asyncio.Event()
         self.scheduling_cycle = 0
         self._move_request_cycle = -1
-        self.nominator = Nominator()
+        self.nominator = nominator if nominator is not None else Nominator()
         self._closed = False
 
     # ------------------------------------------------------------ introspection

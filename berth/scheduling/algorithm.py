@@ -171,9 +171,7 @@ def _account_nominated(
 ) -> None:
     """Reject feasible nodes that would not fit ``pod`` once the pods nominated
     there (after preemption) arrive."""
-    nominator = fwk.handle.extras.get("nominator")
-    if nominator is None:
-        return
+    nominator = fwk.handle.nominator
     for node in nominator.nodes():
         row = nodes.index.get(node)
         if row is None:

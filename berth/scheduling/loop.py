@@ -7,99 +7,47 @@ cycle** as a separate task — WaitOnPermit, PreBind, Bind, PostBind — so the
 next pod is scheduled while the previous one binds. Any failure after assume
 runs Unreserve, forgets the pod in the cache and requeues it with backoff.
 
-It also owns what makes Berth a scheduler for batch systems: Submit/Cancel,
-the decision stream, and the queue state Explain reports.
+It publishes a :class:`~berth.framework.decision.Decision` at every step
+(``core.decisions``) and reports the queue state Explain shows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from berth.adapters.grpc import convert
-from berth.api.v1 import scheduler_pb2
-from berth.cache.table import PodInfo
-from berth.cluster import manifests, model
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import model
 from berth.cluster.sources import BindConflict
 from berth.framework import interface as fw
+from berth.framework.decision import Decision, Reason
+from berth.framework.decision import DecisionKind as Kind
+from berth.framework.runtime import Framework
 from berth.queue.scheduling_queue import SchedulingQueue
 from berth.scheduling import algorithm
+from berth.scheduling.core import Core
 
-if TYPE_CHECKING:
-    from berth.framework.runtime import Framework
-    from berth.scheduling.core import Core
-
-__all__ = ["Scheduler", "WaitingPods"]
+__all__ = ["QueueState", "Scheduler"]
 
 log = logging.getLogger(__name__)
 
-Kind = scheduler_pb2.Decision.Kind
 
+@dataclasses.dataclass(slots=True)
+class QueueState:
+    """Where a pod is in Berth's queue (empty phase: Berth does not hold it)."""
 
-@dataclasses.dataclass(slots=True, eq=False)
-class _Waiting:
-    pod: PodInfo
-    node: str
-    pending: set[str]
-    future: asyncio.Future[fw.Status]
-    timers: list[asyncio.TimerHandle]
-
-
-class WaitingPods:
-    """Pods held at Permit (framework's waitingPodsMap); plugins allow or reject them."""
-
-    def __init__(self) -> None:
-        self._pods: dict[str, _Waiting] = {}
-
-    def add(self, pod: PodInfo, node: str, waits: dict[str, float]) -> asyncio.Future[fw.Status]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[fw.Status] = loop.create_future()
-        w = _Waiting(pod, node, set(waits), fut, [])
-        self._pods[pod.uid] = w
-        for plugin, timeout in waits.items():
-            w.timers.append(
-                loop.call_later(
-                    timeout,
-                    self.reject,
-                    pod.uid,
-                    plugin,
-                    f"rejected due to timeout after waiting {timeout:g}s at plugin {plugin}",
-                )
-            )
-        return fut
-
-    def get(self, uid: str) -> PodInfo | None:
-        w = self._pods.get(uid)
-        return None if w is None else w.pod
-
-    def uids(self) -> list[str]:
-        return list(self._pods)
-
-    def allow(self, uid: str, plugin: str) -> None:
-        w = self._pods.get(uid)
-        if w is None:
-            return
-        w.pending.discard(plugin)
-        if not w.pending:
-            self._finish(uid, fw.SUCCESS)
-
-    def reject(self, uid: str, plugin: str, message: str) -> None:
-        if uid in self._pods:
-            self._finish(uid, fw.Status.unschedulable(message, plugin=plugin))
-
-    def _finish(self, uid: str, status: fw.Status) -> None:
-        w = self._pods.pop(uid)
-        for t in w.timers:
-            t.cancel()
-        if not w.future.done():
-            w.future.set_result(status)
+    phase: str = ""
+    attempts: int = 0
+    unschedulable_plugins: list[str] = dataclasses.field(default_factory=list)
+    message: str = ""
+    nominated_node: str = ""
+    gates: list[str] = dataclasses.field(default_factory=list)
 
 
 class Scheduler:
@@ -108,7 +56,7 @@ class Scheduler:
         cfg = core.cfg
         frameworks = core.frameworks
         first = next(iter(frameworks.values()))
-        events: dict[str, Any] = {}
+        events: dict[str, Sequence[fw.ClusterEvent]] = {}
         for fwk in frameworks.values():
             events.update(fwk.events_to_register())
         self.queue = SchedulingQueue(
@@ -120,15 +68,10 @@ class Scheduler:
             max_in_unschedulable=cfg.pod_max_in_unschedulable_pods_seconds,
             clock=core.clock,
             on_change=self._queue_metrics,
+            nominator=core.nominator,
         )
-        self.waiting = WaitingPods()
-        for fwk in frameworks.values():
-            fwk.handle.extras["scheduler"] = self
-            fwk.handle.extras["nominator"] = self.queue.nominator
-            fwk.handle.extras["waiting"] = self.waiting
+        self.waiting = core.waiting
         self._binding: set[asyncio.Task[None]] = set()
-        self._watchers: list[tuple[asyncio.Queue[scheduler_pb2.Decision], set[str]]] = []
-        self.latest: dict[str, scheduler_pb2.Decision] = {}  # pod key -> last decision
         self._last_message: dict[str, str] = {}
         self._pending_gauges: list[tuple[str, Any]] | None = None
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -158,54 +101,36 @@ class Scheduler:
 
     def emit(
         self,
-        kind: int,
+        kind: Kind,
         pod: model.Pod,
         *,
         node: str = "",
         message: str = "",
-        reasons: list[fw.Status] | None = None,
+        reasons: Sequence[fw.Status] = (),
         attempts: int = 0,
     ) -> None:
-        d = scheduler_pb2.Decision(
-            kind=kind,  # type: ignore[arg-type]
-            pod=pod.key,
-            uid=pod.metadata.uid,
-            node=node,
-            message=message,
-            timestamp_ms=int(time.time() * 1000),
-            attempts=attempts,
-        )
-        for st in reasons or []:
-            d.reasons.add(
-                plugin=st.plugin, reason=st.message(), unresolvable=st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        self.core.decisions.emit(
+            Decision(
+                kind=kind,
+                pod=pod.key,
+                uid=pod.metadata.uid,
+                node=node,
+                message=message,
+                reasons=tuple(
+                    Reason(st.plugin, st.message(), st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE) for st in reasons
+                ),
+                attempts=attempts,
+                timestamp_ms=int(time.time() * 1000),
             )
-        self.latest[pod.key] = d
-        for q, keys in self._watchers:
-            if not keys or pod.key in keys:
-                q.put_nowait(d)
+        )
 
-    async def watch(self, req: scheduler_pb2.WatchDecisionsRequest) -> AsyncIterator[scheduler_pb2.Decision]:
-        keys = set(req.pods)
-        q: asyncio.Queue[scheduler_pb2.Decision] = asyncio.Queue()
-        entry = (q, keys)
-        self._watchers.append(entry)
-        try:
-            if req.replay:
-                for key, d in list(self.latest.items()):
-                    if not keys or key in keys:
-                        yield d
-            while True:
-                yield await q.get()
-        finally:
-            self._watchers.remove(entry)
-
-    def queue_state(self, uid: str) -> scheduler_pb2.QueueState:
-        qs = scheduler_pb2.QueueState()
+    def queue_state(self, uid: str) -> QueueState:
+        qs = QueueState()
         qpi = self.queue.get(uid)
         if qpi is not None:
             qs.phase = self.queue.phase(uid)
             qs.attempts = qpi.attempts
-            qs.unschedulable_plugins.extend(sorted(qpi.unschedulable_plugins))
+            qs.unschedulable_plugins = sorted(qpi.unschedulable_plugins)
             qs.message = self._last_message.get(uid, "")
             if qpi.gated_by:
                 qs.gates.append(qpi.gated_by)
@@ -216,6 +141,26 @@ class Scheduler:
             qs.phase = "Assumed" if self.core.cache.is_assumed(uid) else "Bound"
         qs.nominated_node = self.queue.nominator.node_of(uid)
         return qs
+
+    # ------------------------------------------------------------ attaching
+
+    def attach(self) -> None:
+        """Become the core's scheduling loop and queue every pending pod it knows."""
+        self.core.scheduler = self
+        for pod in self.core.pods.all():
+            self.on_pod(None, pod)
+
+    async def detach(self) -> None:
+        """Stop being the core's loop (leadership lost): finish the binding
+        cycles in flight and forget what is still assumed, so the next
+        leader's view is the API server's."""
+        core = self.core
+        if core.scheduler is self:
+            core.scheduler = None
+        await self.drain()
+        for pi, _node, assumed in list(core.cache.pods()):
+            if assumed:
+                core.cache.forget_pod(pi.uid)
 
     # ------------------------------------------------------------ cluster events
 
@@ -317,9 +262,15 @@ class Scheduler:
                     self.on_pod(None, pod)
 
     async def drain(self) -> None:
-        """Wait for the binding cycles in flight (tests, shutdown)."""
-        while self._binding:
+        """Wait for the binding cycles and background reports in flight (tests, shutdown)."""
+        while self._binding or self.core.client.busy:
             await asyncio.gather(*list(self._binding), return_exceptions=True)
+            await self.core.client.drain()
+
+    @property
+    def busy(self) -> bool:
+        """Pods binding or waiting at Permit, or reports still being written."""
+        return bool(self._binding or self.waiting.uids() or self.core.client.busy)
 
     def schedule_one(self, qpi: fw.QueuedPodInfo) -> None:
         """One scheduling cycle; the binding cycle is started as a task."""
@@ -394,7 +345,7 @@ class Scheduler:
         state: fw.CycleState,
         qpi: fw.QueuedPodInfo,
         err: algorithm.FitError,
-        snap: Any,
+        snap: NodeTable,
         cycle: int,
         started: float,
     ) -> None:
@@ -413,9 +364,7 @@ class Scheduler:
         message = str(err)
         if nominated:
             self.queue.nominator.add(pod, nominated)
-            source = self.core.pod_sources.get(pod.uid)
-            if source is not None:
-                self._spawn(source.nominate(pod.pod, nominated), f"nominate {pod.key}")
+            self.core.client.nominate(pod.pod, nominated)
             self.emit(Kind.NOMINATED, pod.pod, node=nominated, message=message, attempts=qpi.attempts)
         reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values())
         self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started)
@@ -462,15 +411,7 @@ class Scheduler:
         self._last_message[pod.uid] = message
         kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
         self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
-        source = self.core.pod_sources.get(pod.uid)
-        if source is not None:
-            self._spawn(source.report_unschedulable(pod.pod, message), f"report {pod.key}")
-
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._binding.add(task)
-        task.add_done_callback(self._binding.discard)
-        task.add_done_callback(_log_task_error)
+        self.core.client.report_unschedulable(pod.pod, message)
 
     async def _binding_cycle(
         self,
@@ -509,75 +450,4 @@ class Scheduler:
         self._count_attempt("scheduled", fwk.name, started)
         self._last_message.pop(pod.uid, None)
         self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
-        source = core.pod_sources.get(pod.uid)
-        if source is not None:
-            with contextlib.suppress(Exception):
-                await source.report_scheduled(pod.pod, node)
-
-    # ------------------------------------------------------------ batch API
-
-    def submit(self, req: scheduler_pb2.SubmitRequest) -> scheduler_pb2.SubmitResponse:
-        from berth.scheduling.core import VerbError
-
-        feed = self.core.default_source
-        if feed is None or not hasattr(feed, "upsert_pods"):
-            raise VerbError("this Berth has no embedded cluster to submit pods to")
-        resp = scheduler_pb2.SubmitResponse()
-        group_name = ""
-        if req.HasField("group"):
-            group = convert.podgroup_from_pb(req.group)
-            if not group.metadata.name:
-                raise VerbError("group.metadata.name: required")
-            if group.spec.min_member < 1:
-                raise VerbError("group.min_member: must be at least 1")
-            group.metadata.namespace = group.metadata.namespace or "default"
-            group_name = group.metadata.name
-            self.core.on_pod_group(group)
-        accepted: list[model.Pod] = []
-        for i, p in enumerate(req.pods):
-            pod = convert.pod_from_pb(p)
-            md = pod.metadata
-            md.namespace = md.namespace or "default"
-            if group_name:
-                md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
-            try:
-                manifests.validate_pod(pod)
-            except manifests.ManifestError as e:
-                resp.results.add(pod=pod.key, accepted=False, message=f"pods[{i}]: {e}")
-                continue
-            md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
-            existing = self.core.pod_by_key(pod.key)
-            if existing is not None:
-                same = existing.metadata.uid == md.uid
-                resp.results.add(
-                    pod=pod.key,
-                    uid=existing.metadata.uid,
-                    accepted=same,
-                    message="already submitted" if same else "a different pod with this name exists",
-                )
-                continue
-            accepted.append(pod)
-            resp.results.add(pod=pod.key, uid=md.uid, accepted=True)
-        feed.upsert_pods(accepted)
-        return resp
-
-    async def cancel(self, req: scheduler_pb2.CancelRequest) -> scheduler_pb2.CancelResponse:
-        key = model.pod_key(req.namespace, req.name)
-        pod = self.core.pod_by_key(key)
-        if pod is None:
-            return scheduler_pb2.CancelResponse(cancelled=False, message=f"pod {key} not found")
-        if pod.spec.node_name:
-            return scheduler_pb2.CancelResponse(
-                cancelled=False, message=f"pod {key} is already bound to {pod.spec.node_name}"
-            )
-        feed: Any = self.core.pod_sources.get(pod.metadata.uid)
-        if feed is None or not hasattr(feed, "delete_pods"):
-            return scheduler_pb2.CancelResponse(cancelled=False, message=f"pod {key} is not Berth's to cancel")
-        feed.delete_pods([key])
-        self.emit(Kind.CANCELLED, pod)
-        return scheduler_pb2.CancelResponse(cancelled=True)
-
-
-def _log_task_error(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("%s failed: %s", task.get_name(), task.exception())
+        await core.client.report_scheduled(pod.pod, node)

@@ -7,7 +7,7 @@ import pytest
 
 from berth.cache.cache import Cache, CacheError
 from berth.cache.table import PodInfo
-from tests.support import make_node, make_pod
+from berth.testing import make_node, make_pod
 
 
 class FakeClock:

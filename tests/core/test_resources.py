@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.cluster import resources
-from tests.support import make_pod
+from berth.testing import make_pod
 
 
 @pytest.mark.parametrize(

@@ -10,25 +10,21 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from berth import config
+from berth import app, config
 from berth.adapters.grpc import convert
 from berth.adapters.grpc.server import GrpcServer
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster.embedded import EmbeddedCluster
 from berth.scheduling.core import Core
-from berth.scheduling.loop import Scheduler
-from tests.support import make_node, make_pod
+from berth.testing import make_node, make_pod
 
 
 @contextlib.asynccontextmanager
 async def serving() -> AsyncIterator[tuple[grpc.aio.Channel, Core, EmbeddedCluster]]:
-    cfg = config.parse({"grpc": {"host": "127.0.0.1", "port": 0}})
-    core = Core(cfg)
-    feed = EmbeddedCluster(core)
-    core.default_source = feed
-    core.scheduler = Scheduler(core)
+    berth = app.build(config.parse({"grpc": {"host": "127.0.0.1", "port": 0}}))
+    core, feed = berth.core, berth.cluster
     feed.upsert_nodes([make_node("a", cpu="4", memory="8Gi", pods=10), make_node("b", cpu="1", memory="1Gi", pods=10)])
-    server = GrpcServer(core, feed, cfg)
+    server = GrpcServer(core, berth.extender, feed)
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
     try:
@@ -147,4 +143,4 @@ async def test_submit_is_idempotent_per_uid_and_watch_streams_decisions(
     stream.cancel()
     cancelled = await stub.Cancel(scheduler_pb2.CancelRequest(namespace="default", name="job"))
     assert cancelled.cancelled
-    assert core.pod_by_key("default/job") is None
+    assert core.pods.by_key("default/job") is None

@@ -278,7 +278,7 @@ def test_full_profiles_list_is_passed_through(render: Render) -> None:
 def test_values_config_accepts_exactly_berths_own_fields() -> None:
     """`config` takes every BerthConfiguration field the chart does not own, by
     its real (msgspec-encoded) name; a field added to or renamed in
-    service/config.py must be reflected in values.schema.json."""
+    berth/config.py must be reflected in values.schema.json."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     chart_owned = {"apiVersion", "kind", "profiles", "runSchedulingLoop", "http", "grpc", "extender", "leaderElection"}
     fields = {f.encode_name for f in msgspec.structs.fields(config.BerthConfiguration)}
@@ -770,7 +770,7 @@ def test_dockerfile_is_multi_stage_non_root_and_runs_berth() -> None:
     assert not re.search(r"apt-get|gcc|build-essential", final)
     ignore = (ROOT / ".dockerignore").read_text().split()
     assert ignore[ignore.index("*") :][:1] == ["*"]
-    for needed in ("pyproject.toml", "README.md", "protos/", "service/", "berth.adapters/"):
+    for needed in ("pyproject.toml", "README.md", "berth/"):
         assert f"!{needed}" in ignore
     # Every package the wheel ships lives under a directory the context admits.
     pyproject = (ROOT / "pyproject.toml").read_text()

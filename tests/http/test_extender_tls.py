@@ -9,19 +9,19 @@ from typing import Any
 import aiohttp
 import pytest
 
-from berth import config
+from berth import app, config
 from berth.adapters.http import server as http_server
 from berth.adapters.http.tls import server_ssl_context
-from berth.scheduling.core import Core
 from tests.certs import CA
 from tests.http.payloads import api_pod, args, dumps
 
 
 async def serve(tls: dict[str, Any]) -> tuple[Any, int]:
     cfg = config.parse({"http": {"host": "127.0.0.1", "port": 0, "tls": tls}})
-    core = Core(cfg)
+    berth = app.build(cfg, run_loop=False)
+    core = berth.core
     core.ready = True
-    return await http_server.start(core, server_ssl_context(cfg.http.tls))
+    return await http_server.start(core, berth.extender, server_ssl_context(cfg.http.tls))
 
 
 def client_context(ca: CA, cert: Any = None) -> ssl.SSLContext:

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from berth import config
+from berth import app, config
 from berth.adapters.http.server import build_app
 from berth.cluster import model
 from berth.cluster.embedded import EmbeddedCluster
@@ -28,23 +28,22 @@ INSUFFICIENT = ["Insufficient cpu"]
 TAINT = "node(s) had untolerated taint {dedicated: gpu}"
 
 
-def make_core(extra: dict[str, Any] | None = None) -> tuple[Core, EmbeddedCluster]:
+def make_berth(extra: dict[str, Any] | None = None) -> app.Berth:
     cfg = config.parse({"http": {"host": "127.0.0.1", "port": 0, "maxBodyBytes": 2 * 1024 * 1024}, **(extra or {})})
-    core = Core(cfg)
-    cluster = EmbeddedCluster(core)
-    core.default_source = cluster
+    berth = app.build(cfg, run_loop=False)
+    core, cluster = berth.core, berth.cluster
     cluster.upsert_nodes([msgspec.convert(n, type=model.Node) for n in NODES])
     # "small" is 700m full: a 500m pod does not fit now, but would after preemption.
     cluster.upsert_pods([msgspec.convert(api_pod("resident", cpu="700m", node_name="small"), type=model.Pod)])
     core.ready = True
-    return core, cluster
+    return berth
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[tuple[TestClient[Any, Any], Core, EmbeddedCluster]]:
-    core, cluster = make_core()
-    async with TestClient(TestServer(build_app(core))) as c:
-        yield c, core, cluster
+    berth = make_berth()
+    async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
+        yield c, berth.core, berth.cluster
 
 
 async def post(c: TestClient[Any, Any], verb: str, body: bytes | Any, status: int = 200) -> Any:
@@ -81,9 +80,9 @@ async def test_filter_full_node_mode_echoes_surviving_nodes_unchanged(client: An
 
 
 async def test_filter_full_mode_judges_nodes_berth_has_never_seen() -> None:
-    core, _ = make_core()
+    berth = make_berth()
     unknown = api_node("elsewhere", cpu="1", memory="1Gi")
-    async with TestClient(TestServer(build_app(core))) as c:
+    async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
         got = await post(c, "filter", args(api_pod(cpu="2"), nodes=[unknown]))
     assert got["Nodes"]["items"] == []
     assert got["FailedAndUnresolvableNodes"] == {"elsewhere": "Insufficient cpu"}  # exceeds the whole node
@@ -248,8 +247,8 @@ async def test_unknown_fields_are_ignored_as_go_does(client: Any) -> None:
 
 
 async def test_url_prefix_is_configurable() -> None:
-    core, _ = make_core({"extender": {"urlPrefix": "/berth/v1"}})
-    async with TestClient(TestServer(build_app(core))) as c:
+    berth = make_berth({"extender": {"urlPrefix": "/berth/v1"}})
+    async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
         resp = await c.post("/berth/v1/filter", data=dumps(args(api_pod(), names=["big"])))
         assert resp.status == 200
         assert (await c.post("/scheduler/filter", data=b"{}")).status == 404

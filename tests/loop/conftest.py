@@ -1,27 +1,42 @@
-"""A running Berth core with the scheduling loop on an embedded cluster."""
+"""A running Berth (the composition root's, with its scheduling loop) on an
+embedded cluster, in virtual time: the loop, backoffs, gang timeouts and
+assumed-pod expiry run on the event loop's clock, which ``looptime``
+fast-forwards whenever every task waits — so these tests never sleep for real
+and their timings are exact."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from berth import config
+from berth import app, config
 from berth.cluster import model
-from berth.cluster.embedded import EmbeddedCluster
-from berth.scheduling.core import Core
-from berth.scheduling.loop import Scheduler
+from berth.framework.decision import Decision
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder runs in virtual time."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.looptime)
 
 
 class Berth:
-    def __init__(self, core: Core, cluster: EmbeddedCluster) -> None:
-        self.core = core
-        self.cluster = cluster
-        assert core.scheduler is not None
-        self.scheduler: Scheduler = core.scheduler
+    """Test-side view of a running :class:`berth.app.Berth`."""
+
+    def __init__(self, berth: app.Berth) -> None:
+        self.app = berth
+        self.core = berth.core
+        self.cluster = berth.cluster
+        assert berth.scheduler is not None
+        self.scheduler = berth.scheduler
 
     def nodes(self, *nodes: model.Node) -> None:
         self.cluster.upsert_nodes(nodes)
@@ -36,20 +51,17 @@ class Berth:
     def bound(self) -> dict[str, str]:
         return {k: p.spec.node_name for k, p in self.cluster.pods.items() if p.spec.node_name}
 
-    async def settle(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a test helper's deadline
+    def decision(self, key: str) -> Decision:
+        return self.core.decisions.latest[key]
+
+    async def settle(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109 - a test helper's (virtual) deadline
         """Until nothing is active, backing off, waiting at Permit or binding."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         quiet = 0
         while loop.time() < deadline:
             c = self.scheduler.queue.counts()
-            busy = (
-                c["active"]
-                or c["in_flight"]
-                or c["backoff"]
-                or self.scheduler._binding
-                or self.scheduler.waiting.uids()
-            )
+            busy = c["active"] or c["in_flight"] or c["backoff"] or self.scheduler.busy
             quiet = 0 if busy else quiet + 1
             if quiet >= 3:
                 return
@@ -62,29 +74,13 @@ class Berth:
 
 
 def make_config(**overrides: Any) -> config.BerthConfiguration:
-    doc: dict[str, Any] = {
-        "podInitialBackoffSeconds": 0.01,
-        "podMaxBackoffSeconds": 0.05,
-        "gangScheduleTimeoutSeconds": 0.5,
-    }
-    doc.update(overrides)
-    return config.parse(doc)
+    return config.parse(overrides)
 
 
 @contextlib.asynccontextmanager
 async def running(cfg: config.BerthConfiguration | None = None) -> AsyncIterator[Berth]:
-    core = Core(cfg or make_config())
-    cluster = EmbeddedCluster(core)
-    core.default_source = cluster
-    core.scheduler = Scheduler(core)
-    task = asyncio.create_task(core.scheduler.run())
-    try:
-        yield Berth(core, cluster)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await core.scheduler.drain()
+    async with app.running(cfg or make_config(), clock=asyncio.get_running_loop().time) as b:
+        yield Berth(b)
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from berth.cluster import model
+from berth.framework.decision import DecisionKind
+from berth.testing import make_node, make_pod
 from tests.loop.conftest import Berth, make_config, running
-from tests.support import make_node, make_pod
 
 
 def berth_pod(name: str, **kw: object) -> model.Pod:
@@ -22,7 +23,7 @@ async def test_pods_are_bound_without_overcommitting_any_node(berth: Berth) -> N
     assert sorted(bound.values()).count("n0") == 2
     (left,) = [k for k in berth.cluster.pods if k not in bound]
     assert berth.phase(left) == "Unschedulable"
-    d = berth.scheduler.latest[left]
+    d = berth.decision(left)
     assert d.message == (
         "0/3 nodes are available: 3 Insufficient cpu. "
         "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
@@ -41,7 +42,7 @@ async def test_other_schedulers_pods_are_left_alone_but_count_on_their_node(bert
     assert berth.node_of("default/pending-theirs") == ""
     assert berth.phase("default/pending-theirs") == ""  # never queued by Berth
     assert berth.node_of("default/mine") == ""  # 1.5 + 1 > 2
-    assert "Insufficient cpu" in berth.scheduler.latest["default/mine"].message
+    assert "Insufficient cpu" in berth.decision("default/mine").message
 
 
 async def test_legacy_scheduler_annotation_selects_the_profile(berth: Berth) -> None:
@@ -70,7 +71,7 @@ async def test_gated_pod_waits_and_is_scheduled_once_its_gates_are_removed(berth
     await berth.settle()
     assert berth.phase("default/gated") == "Gated"
     assert berth.core.metrics.pending_pods.labels("gated")._value.get() == 1
-    assert berth.scheduler.latest["default/gated"].kind == berth.scheduler.latest["default/gated"].GATED
+    assert berth.decision("default/gated").kind == DecisionKind.GATED
     berth.pods(msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[])))
     await berth.settle()
     assert berth.node_of("default/gated") == "n0"
@@ -98,7 +99,7 @@ async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
     await berth.settle()
     assert berth.cluster.evictions == []
     # kube-scheduler's FitError plus the PostFilter message (its doubled period included).
-    assert berth.scheduler.latest["default/polite"].message == (
+    assert berth.decision("default/polite").message == (
         "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.."
     )
 
@@ -124,7 +125,7 @@ async def test_gang_waits_for_min_member_then_binds_all_together() -> None:
 
 
 async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
-    async with running(make_config(gangScheduleTimeoutSeconds=0.2)) as berth:
+    async with running() as berth:
         berth.nodes(make_node("n0", cpu="4", pods=110))
         berth.core.on_pod_group(
             model.PodGroup(
@@ -133,7 +134,9 @@ async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
         )
         member = {"scheduling.x-k8s.io/pod-group": "g"}
         berth.pods(*(berth_pod(f"m{i}", labels=member, requests={"cpu": "2"}) for i in range(3)))
-        await berth.settle(timeout=3)
+        # Two members fit and wait at Permit; the third fits nowhere, and its
+        # PostFilter rejects the waiting two, releasing what they assumed.
+        await berth.settle()
         assert berth.bound() == {}
         assert berth.core.cache.assumed_count == 0
         assert berth.cluster.bindings == []
@@ -223,7 +226,7 @@ async def test_required_anti_affinity_puts_one_replica_per_node_and_leaves_the_r
     bound = berth.bound()
     assert sorted(bound.values()) == sorted(ZONES)
     (left,) = [k for k in berth.cluster.pods if k not in bound]
-    assert "didn't match pod anti-affinity rules" in berth.scheduler.latest[left].message
+    assert "didn't match pod anti-affinity rules" in berth.decision(left).message
 
 
 async def test_required_affinity_follows_the_pod_it_names(berth: Berth) -> None:

@@ -22,13 +22,14 @@ from berth.cache.table import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry
-from berth.plugins.balanced_allocation import (
+from berth.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
     NodeResourcesBalancedAllocationArgs,
-    balanced_resource_scorer,
+    ResourceSpec,
 )
-from berth.plugins.node_resources_fit import ResourceSpec
-from tests.support import make_node, make_pod, table
+from berth.plugins.noderesources.balanced_allocation import balanced_resource_scorer
+from berth.testing import make_node, make_pod
+from tests.support import table
 
 GPU = "nvidia.com/gpu"
 

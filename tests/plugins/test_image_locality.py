@@ -16,7 +16,8 @@ from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.plugins.image_locality import MAX_CONTAINER_THRESHOLD, MIN_THRESHOLD, ImageLocality, calculate_priority
-from tests.support import make_node, make_pod, table
+from berth.testing import make_node, make_pod
+from tests.support import table
 
 MB = 1024 * 1024
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from berth.cache.cache import Cache
 from berth.cache.table import PodInfo
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
-from berth.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
-from tests.support import cached, filter_statuses, make_node, make_pod, scores
+from berth.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from berth.testing import Cluster, filter_statuses, make_node, make_pod, scores
+from tests.support import cached
 
 U = fw.Code.UNSCHEDULABLE
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -172,16 +172,13 @@ def test_preemption_extensions_track_removed_victims() -> None:
 
 
 def test_index_follows_pods_leaving() -> None:
-    cache = Cache()
-    for n in NODES:
-        cache.add_node(n)
-    existing = PodInfo.of(make_pod("e", node_name="n2", spec=affinity(anti=[term("region", {"app": "web"})])))
-    cache.add_pod(existing)
-    plugin = InterPodAffinity(None, Handle(cache=cache))
+    existing = make_pod("e", node_name="n2", spec=affinity(anti=[term("region", {"app": "web"})]))
+    cluster = Cluster(NODES, [existing])
+    plugin = InterPodAffinity(None, cluster.handle())
     pod = make_pod("p", labels={"app": "web"})
-    assert not filter_statuses(plugin, pod, cache.new_snapshot())["n1"].ok
-    cache.remove_pod(existing.uid)
-    assert filter_statuses(plugin, pod, cache.new_snapshot())["n1"].ok
+    assert not cluster.filter(plugin, pod)["n1"].ok
+    cluster.delete(existing)
+    assert cluster.filter(plugin, pod)["n1"].ok
 
 
 # scoring_test.go TestPreferredAffinity (shapes of its cases)

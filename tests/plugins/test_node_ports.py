@@ -17,7 +17,8 @@ from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.plugins.node_ports import ERR_REASON, NodePorts, host_ports
-from tests.support import make_node, make_pod, run_filter, table
+from berth.testing import make_node, make_pod, run_filter
+from tests.support import table
 
 
 def ports(*specs: str) -> list[dict[str, Any]]:

@@ -34,21 +34,19 @@ from berth.cache.table import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry
-from berth.plugins.node_resources_fit import (
-    LEAST_ALLOCATED,
-    MOST_ALLOCATED,
-    REQUESTED_TO_CAPACITY_RATIO,
-    STATE_KEY,
+from berth.plugins.noderesources import (
     NodeResourcesFit,
     NodeResourcesFitArgs,
     RequestedToCapacityRatioParam,
     ResourceSpec,
     ScoringStrategy,
     UtilizationShapePoint,
-    broken_linear,
-    non_missing_requests,
 )
-from tests.support import filter_statuses, make_node, make_pod, table
+from berth.plugins.noderesources.args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
+from berth.plugins.noderesources.fit import STATE_KEY
+from berth.plugins.noderesources.strategies import broken_linear, non_missing_requests
+from berth.testing import filter_statuses, make_node, make_pod
+from tests.support import table
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"

@@ -16,7 +16,8 @@ from berth.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
 from berth.plugins.node_name import NodeName
 from berth.plugins.node_unschedulable import NodeUnschedulable
 from berth.plugins.taint_toleration import TaintToleration
-from tests.support import filter_statuses, make_node, make_pod, scores, table
+from berth.testing import filter_statuses, make_node, make_pod, scores
+from tests.support import table
 
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 

@@ -10,8 +10,9 @@ import pytest
 from berth.cache.table import PodInfo
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
-from berth.plugins.pod_topology_spread import PodTopologySpread
-from tests.support import cached, filter_statuses, make_node, make_pod, scores
+from berth.plugins.podtopologyspread import PodTopologySpread
+from berth.testing import filter_statuses, make_node, make_pod, scores
+from tests.support import cached
 
 U = fw.Code.UNSCHEDULABLE
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE

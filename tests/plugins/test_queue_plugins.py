@@ -10,7 +10,7 @@ from berth.cache.table import PodInfo
 from berth.framework import interface as fw
 from berth.plugins.priority_sort import PrioritySort
 from berth.plugins.scheduling_gates import SchedulingGates
-from tests.support import make_pod
+from berth.testing import make_pod
 
 
 def queued(name: str, priority: int | None, timestamp: float) -> fw.QueuedPodInfo:

@@ -10,11 +10,19 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 
+from berth.api.v1 import cluster_pb2 as cpb
 from berth.api.v1 import model_pb2 as pb
+from berth.api.v1 import scheduler_pb2 as spb
 from berth.cluster import model, resources
+from berth.framework.decision import Decision, Reason
+from berth.scheduling.explain import Explanation, NodeSummary
+from berth.scheduling.loop import QueueState
 
 __all__ = [
+    "decision_to_pb",
+    "explanation_to_pb",
     "node_from_pb",
+    "node_summaries_to_pb",
     "node_to_pb",
     "pdb_from_pb",
     "pod_from_pb",
@@ -414,4 +422,72 @@ def pdb_from_pb(b: pb.PodDisruptionBudget) -> model.PodDisruptionBudget:
         metadata=_meta_from_pb(b.metadata),
         spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
         status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
+    )
+
+
+# ---------------------------------------------------------------- verbs' results
+
+
+def _reason_to_pb(r: Reason) -> spb.PluginReason:
+    return spb.PluginReason(plugin=r.plugin, reason=r.reason, unresolvable=r.unresolvable)
+
+
+def decision_to_pb(d: Decision) -> spb.Decision:
+    return spb.Decision(
+        kind=int(d.kind),  # type: ignore[arg-type]  # the proto's enum numbers (DecisionKind mirrors them)
+        pod=d.pod,
+        uid=d.uid,
+        node=d.node,
+        message=d.message,
+        reasons=[_reason_to_pb(r) for r in d.reasons],
+        timestamp_ms=d.timestamp_ms,
+        attempts=d.attempts,
+    )
+
+
+def queue_state_to_pb(q: QueueState) -> spb.QueueState:
+    return spb.QueueState(
+        phase=q.phase,
+        attempts=q.attempts,
+        unschedulable_plugins=q.unschedulable_plugins,
+        message=q.message,
+        nominated_node=q.nominated_node,
+        gates=q.gates,
+    )
+
+
+def explanation_to_pb(e: Explanation) -> spb.ExplainResponse:
+    return spb.ExplainResponse(
+        profile=e.profile,
+        nodes=[
+            spb.NodeExplanation(
+                node=n.node,
+                feasible=n.feasible,
+                reasons=[_reason_to_pb(r) for r in n.reasons],
+                plugin_scores=n.plugin_scores,
+                score=n.score,
+            )
+            for n in e.nodes
+        ],
+        feasible_nodes=e.feasible_nodes,
+        summary=e.summary,
+        pre_filter_reasons=[_reason_to_pb(r) for r in e.pre_filter_reasons],
+        queue=queue_state_to_pb(e.queue),
+    )
+
+
+def node_summaries_to_pb(nodes: list[NodeSummary]) -> cpb.ListNodesResponse:
+    return cpb.ListNodesResponse(
+        nodes=[
+            cpb.NodeSummary(
+                name=n.name,
+                allocatable=n.allocatable,
+                requested=n.requested,
+                pods=n.pods,
+                labels=n.labels,
+                unschedulable=n.unschedulable,
+                taints=[taint_to_pb(t) for t in n.taints],
+            )
+            for n in nodes
+        ]
     )

@@ -19,11 +19,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from berth.adapters.grpc import convert
-from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster import manifests, model
 from berth.cluster.embedded import EmbeddedCluster
-from berth.config import BerthConfiguration, TLSConfig
+from berth.config import TLSConfig
+from berth.scheduling import batch, explain
 from berth.scheduling.core import Core, VerbError
+from berth.scheduling.verbs import Extender, VictimsRequest
 
 __all__ = ["GrpcServer"]
 
@@ -53,44 +55,111 @@ async def _now(value: Resp) -> Resp:
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, verbs: Extender) -> None:
         self.core = core
+        self.verbs = verbs
 
     async def Filter(self, request: scheduler_pb2.FilterRequest, context: Any) -> scheduler_pb2.FilterResponse:
-        return await _guard(context, lambda: _now(self.core.filter(request)))
+        def run() -> scheduler_pb2.FilterResponse:
+            names, nodes = _node_set(request.nodes)
+            res = self.verbs.filter(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+            return scheduler_pb2.FilterResponse(
+                node_names=res.passed,
+                failed_nodes=res.failed,
+                failed_and_unresolvable_nodes=res.unresolvable,
+                error=res.error,
+            )
+
+        return await _guard(context, lambda: _now(run()))
 
     async def Prioritize(
         self, request: scheduler_pb2.PrioritizeRequest, context: Any
     ) -> scheduler_pb2.PrioritizeResponse:
-        return await _guard(context, lambda: _now(self.core.prioritize(request)))
+        def run() -> scheduler_pb2.PrioritizeResponse:
+            names, nodes = _node_set(request.nodes)
+            res = self.verbs.prioritize(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+            return scheduler_pb2.PrioritizeResponse(
+                host_priorities=[
+                    scheduler_pb2.HostPriority(host=n, score=s)
+                    for n, s in zip(res.names, res.scores.tolist(), strict=True)
+                ],
+                error=res.error,
+            )
+
+        return await _guard(context, lambda: _now(run()))
 
     async def Preempt(self, request: scheduler_pb2.PreemptRequest, context: Any) -> scheduler_pb2.PreemptResponse:
-        return await _guard(context, lambda: _now(self.core.preempt(request)))
+        def run() -> scheduler_pb2.PreemptResponse:
+            victims = {
+                node: VictimsRequest(list(v.pod_uids), [convert.pod_from_pb(p) for p in v.pods])
+                for node, v in request.node_name_to_victims.items()
+            }
+            resp = scheduler_pb2.PreemptResponse()
+            for node, meta in self.verbs.preempt(_pod(request.pod), victims, profile=request.profile).items():
+                resp.node_name_to_meta_victims[node].pod_uids.extend(meta.uids)
+                resp.node_name_to_meta_victims[node].num_pdb_violations = meta.num_pdb_violations
+            return resp
+
+        return await _guard(context, lambda: _now(run()))
 
     async def Bind(self, request: scheduler_pb2.BindRequest, context: Any) -> scheduler_pb2.BindResponse:
-        return await _guard(context, lambda: self.core.bind(request))
+        async def run() -> scheduler_pb2.BindResponse:
+            r = request
+            return scheduler_pb2.BindResponse(
+                error=await self.verbs.bind(r.pod_namespace, r.pod_name, r.pod_uid, r.node)
+            )
+
+        return await _guard(context, run)
 
     async def Explain(self, request: scheduler_pb2.ExplainRequest, context: Any) -> scheduler_pb2.ExplainResponse:
-        return await _guard(context, lambda: _now(self.core.explain(request)))
+        def run() -> scheduler_pb2.ExplainResponse:
+            e = explain.explain(
+                self.core, _pod(request.pod), profile=request.profile, node_names=list(request.node_names)
+            )
+            return convert.explanation_to_pb(e)
 
-    def _loop(self) -> Any:
-        if self.core.scheduler is None:
-            raise VerbError("the scheduling loop is not running on this replica")
-        return self.core.scheduler
+        return await _guard(context, lambda: _now(run()))
 
     async def Submit(self, request: scheduler_pb2.SubmitRequest, context: Any) -> scheduler_pb2.SubmitResponse:
-        return await _guard(context, lambda: _now(self._loop().submit(request)))
+        def run() -> scheduler_pb2.SubmitResponse:
+            group = convert.podgroup_from_pb(request.group) if request.HasField("group") else None
+            results = batch.submit(self.core, [convert.pod_from_pb(p) for p in request.pods], group)
+            return scheduler_pb2.SubmitResponse(
+                results=[
+                    scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
+                    for r in results
+                ]
+            )
+
+        return await _guard(context, lambda: _now(run()))
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: Any) -> scheduler_pb2.CancelResponse:
-        return await _guard(context, lambda: self._loop().cancel(request))
+        def run() -> scheduler_pb2.CancelResponse:
+            res = batch.cancel(self.core, request.namespace, request.name)
+            return scheduler_pb2.CancelResponse(cancelled=res.cancelled, message=res.message)
+
+        return await _guard(context, lambda: _now(run()))
 
     async def WatchDecisions(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
     ) -> AsyncIterator[scheduler_pb2.Decision]:
         if self.core.scheduler is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the scheduling loop is not running")
-        async for decision in self.core.scheduler.watch(request):
-            yield decision
+        async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
+            yield convert.decision_to_pb(decision)
+
+
+def _pod(pod: model_pb2.Pod) -> model.Pod:
+    if not pod.metadata.name and not pod.metadata.uid:
+        raise VerbError("pod: required (a pod with metadata.name)")
+    return convert.pod_from_pb(pod)
+
+
+def _node_set(ns: scheduler_pb2.NodeSet) -> tuple[list[str] | None, list[model.Node] | None]:
+    """Node names (nodeCacheCapable), or full node objects."""
+    if ns.full_objects or len(ns.nodes):
+        return None, [convert.node_from_pb(n) for n in ns.nodes]
+    return list(ns.node_names), None
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
@@ -157,7 +226,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
         return await _guard(context, lambda: _now(run()))
 
     async def ListNodes(self, request: cluster_pb2.ListNodesRequest, context: Any) -> cluster_pb2.ListNodesResponse:
-        return await _guard(context, lambda: _now(self.core.list_nodes(request)))
+        return await _guard(context, lambda: _now(convert.node_summaries_to_pb(explain.list_nodes(self.core))))
 
 
 def _named(name: str, path: str) -> None:
@@ -178,12 +247,13 @@ def server_credentials(tls: TLSConfig) -> grpc.ServerCredentials:
 class GrpcServer:
     """The grpc.aio server with Berth's services; start/stop with grace."""
 
-    def __init__(self, core: Core, feed: EmbeddedCluster, cfg: BerthConfiguration) -> None:
+    def __init__(self, core: Core, verbs: Extender, feed: EmbeddedCluster) -> None:
+        cfg = core.cfg
         limit = cfg.grpc.max_message_bytes
         self.server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
         )
-        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(core), self.server)
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(core, verbs), self.server)
         cluster_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(core, feed), self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -24,10 +24,9 @@ with ``{"Error": "..."}``; bodies over ``http.maxBodyBytes`` get 413.
 Decoding is msgspec's (top level as raw fields so keys can be matched
 without regard to case, nested objects decoded straight into the core's
 structs); nodes in full mode are kept as raw bytes to be echoed unchanged.
-Filter and Prioritize call the core's model-level verbs
-(``Core.filter_model`` / ``prioritize_model``, what the protobuf verbs wrap),
-so no protobuf message is built per node; Preempt and Bind go through the
-protobuf verbs.
+Every verb calls the core's model-level door
+(:class:`berth.scheduling.verbs.Extender`), the same one the gRPC adapter
+uses; no protobuf is involved.
 """
 
 from __future__ import annotations
@@ -41,10 +40,9 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from berth.adapters.grpc import convert
-from berth.api.v1 import scheduler_pb2
 from berth.cluster import model
-from berth.scheduling.core import Core, FilterResult, VerbError
+from berth.scheduling.core import Core, VerbError
+from berth.scheduling.verbs import Extender, FilterResult, VictimsRequest
 
 __all__ = ["ExtenderError", "add_routes"]
 
@@ -223,8 +221,8 @@ def _filter_body(args: _Args, res: FilterResult) -> bytes:
     )
 
 
-def _victims(raw: msgspec.Raw, what: str, full: bool) -> scheduler_pb2.Victims:
-    out = scheduler_pb2.Victims()
+def _victims(raw: msgspec.Raw, what: str, full: bool) -> VictimsRequest:
+    out = VictimsRequest()
     if _is_null(raw):
         return out
     f = _fields(raw, what)
@@ -233,23 +231,25 @@ def _victims(raw: msgspec.Raw, what: str, full: bool) -> scheduler_pb2.Victims:
         assert pods_raw is not None
         for i, item in enumerate(_decode(_raw_list, pods_raw, f"{what}.Pods")):
             if full:
-                out.pods.append(convert.pod_to_pb(_decode(_pod, item, f"{what}.Pods[{i}]")))
+                out.pods.append(_decode(_pod, item, f"{what}.Pods[{i}]"))
             else:
                 uid = _fields(item, f"{what}.Pods[{i}]").get("uid")
                 if _is_null(uid):
                     raise ExtenderError(f"{what}.Pods[{i}].UID: required")
                 assert uid is not None
-                out.pod_uids.append(_decode(msgspec.json.Decoder(str), uid, f"{what}.Pods[{i}].UID"))
+                out.uids.append(_decode(msgspec.json.Decoder(str), uid, f"{what}.Pods[{i}].UID"))
     violations = f.get("numpdbviolations")
     if not _is_null(violations):
         assert violations is not None
-        out.num_pdb_violations = _decode(msgspec.json.Decoder(int), violations, f"{what}.NumPDBViolations")
+        # Decoded to reject a malformed count; Berth recounts violations itself.
+        _decode(msgspec.json.Decoder(int), violations, f"{what}.NumPDBViolations")
     return out
 
 
-def _preempt_request(body: bytes) -> scheduler_pb2.PreemptRequest:
+def _preempt_request(body: bytes) -> tuple[model.Pod, dict[str, VictimsRequest]]:
     f = _fields(body, "ExtenderPreemptionArgs")
-    req = scheduler_pb2.PreemptRequest(pod=convert.pod_to_pb(_pod_of(f)))
+    pod = _pod_of(f)
+    victims: dict[str, VictimsRequest] = {}
     for key, full in (("nodenametovictims", True), ("nodenametometavictims", False)):
         raw = f.get(key)
         if _is_null(raw):
@@ -257,30 +257,31 @@ def _preempt_request(body: bytes) -> scheduler_pb2.PreemptRequest:
         assert raw is not None
         label = "NodeNameToVictims" if full else "NodeNameToMetaVictims"
         # Node names are map keys, not field names: their case is kept.
-        for node, victims in _decode(_raw_object, raw, label).items():
-            req.node_name_to_victims[node].CopyFrom(_victims(victims, f"{label}[{node}]", full))
-    return req
+        for node, victims_raw in _decode(_raw_object, raw, label).items():
+            victims[node] = _victims(victims_raw, f"{label}[{node}]", full)
+    return pod, victims
 
 
-def _bind_request(body: bytes) -> scheduler_pb2.BindRequest:
+def _bind_request(body: bytes) -> dict[str, str]:
+    """PodName, PodNamespace (default "default"), PodUID and Node."""
     f = _fields(body, "ExtenderBindingArgs")
-    out = scheduler_pb2.BindRequest()
+    out = {"name": "", "namespace": "", "uid": "", "node": ""}
     text = msgspec.json.Decoder(str)
     for key, attr, label in (
-        ("podname", "pod_name", "PodName"),
-        ("podnamespace", "pod_namespace", "PodNamespace"),
-        ("poduid", "pod_uid", "PodUID"),
+        ("podname", "name", "PodName"),
+        ("podnamespace", "namespace", "PodNamespace"),
+        ("poduid", "uid", "PodUID"),
         ("node", "node", "Node"),
     ):
         raw = f.get(key)
         if not _is_null(raw):
             assert raw is not None
-            setattr(out, attr, _decode(text, raw, label))
-    if not out.pod_name:
+            out[attr] = _decode(text, raw, label)
+    if not out["name"]:
         raise ExtenderError("PodName: required")
-    if not out.node:
+    if not out["node"]:
         raise ExtenderError("Node: required")
-    out.pod_namespace = out.pod_namespace or "default"
+    out["namespace"] = out["namespace"] or "default"
     return out
 
 
@@ -326,35 +327,33 @@ def _guard(core: Core, verb: str, handler: Callable[[bytes], Awaitable[web.Respo
     return wrapped
 
 
-def add_routes(app: web.Application, core: Core) -> None:
+def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
     prefix = "/" + core.cfg.extender.url_prefix.strip("/")
     prefix = "" if prefix == "/" else prefix
 
     async def filter_(body: bytes) -> web.Response:
         args = _Args(body, images=False)
-        return _response(_filter_body(args, core.filter_model(args.pod, names=args.names, nodes=args.nodes)))
+        return _response(_filter_body(args, verbs.filter(args.pod, names=args.names, nodes=args.nodes)))
 
     async def prioritize(body: bytes) -> web.Response:
         args = _Args(body)
-        res = core.prioritize_model(args.pod, names=args.names, nodes=args.nodes)
+        res = verbs.prioritize(args.pod, names=args.names, nodes=args.nodes)
         if res.error:
             return _error(res.error, 500)
         return _response(_host_priority_list(res.names, res.scores.tolist()))
 
     async def preempt(body: bytes) -> web.Response:
-        resp = core.preempt(_preempt_request(body))
-        if resp.error:
-            return _error(resp.error, 500)
+        pod, victims = _preempt_request(body)
         meta = {
-            node: {"Pods": [{"UID": uid} for uid in v.pod_uids], "NumPDBViolations": v.num_pdb_violations}
-            for node, v in resp.node_name_to_meta_victims.items()
-            if v.pod_uids
+            node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.num_pdb_violations}
+            for node, v in verbs.preempt(pod, victims).items()
         }
         return _response(_encoder.encode({"NodeNameToMetaVictims": meta}))
 
     async def bind(body: bytes) -> web.Response:
-        resp = await core.bind(_bind_request(body))
-        return _response(_encoder.encode({"Error": resp.error}))
+        args = _bind_request(body)
+        error = await verbs.bind(args["namespace"], args["name"], args["uid"], args["node"])
+        return _response(_encoder.encode({"Error": error}))
 
     for verb, handler in (("filter", filter_), ("prioritize", prioritize), ("preempt", preempt), ("bind", bind)):
         app.router.add_post(f"{prefix}/{verb}", _guard(core, verb, handler))

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from berth.adapters.http import extender
 from berth.scheduling.core import Core
+from berth.scheduling.verbs import Extender
 
 __all__ = ["build_app"]
 
@@ -17,7 +18,7 @@ __all__ = ["build_app"]
 _SLACK = 64 * 1024
 
 
-def build_app(core: Core) -> web.Application:
+def build_app(core: Core, verbs: Extender) -> web.Application:
     app = web.Application(client_max_size=core.cfg.http.max_body_bytes + _SLACK)
 
     async def healthz(_: web.Request) -> web.Response:
@@ -36,13 +37,13 @@ def build_app(core: Core) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/livez", healthz)
     app.router.add_get("/metrics", metrics)
-    extender.add_routes(app, core)
+    extender.add_routes(app, core, verbs)
     return app
 
 
-async def start(core: Core, ssl_context: ssl.SSLContext | None) -> tuple[web.AppRunner, int]:
+async def start(core: Core, verbs: Extender, ssl_context: ssl.SSLContext | None) -> tuple[web.AppRunner, int]:
     """Start serving; returns the runner and the bound port (useful with port 0)."""
-    runner = web.AppRunner(build_app(core), access_log=None)
+    runner = web.AppRunner(build_app(core, verbs), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, core.cfg.http.host, core.cfg.http.port, ssl_context=ssl_context)
     await site.start()

@@ -166,20 +166,14 @@ class KubernetesRunner:
         self.terms += 1
         core = self.core
         scheduler = Scheduler(core)
-        core.scheduler = scheduler
-        for pod in list(core.pods.values()):
-            scheduler.on_pod(None, pod)
+        scheduler.attach()
         self.leading.set()
         log.info("%s is the leader (term %d): scheduling", self.identity, self.terms)
         try:
             await scheduler.run()
         finally:
             self.leading.clear()
-            core.scheduler = None
-            await scheduler.drain()
-            for pi, _node, assumed in list(core.cache.pods()):
-                if assumed:
-                    core.cache.forget_pod(pi.uid)
+            await scheduler.detach()
 
     async def _elect(self) -> None:
         le = self.core.cfg.leader_election

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.cluster import model
-from berth.cluster.sources import BindConflict, BindError
+from berth.cluster.sources import BindConflict, BindError, FeedRefused
 
 __all__ = ["KubernetesSource"]
 
@@ -61,6 +62,14 @@ class KubernetesSource:
         self.identity = identity
         self.scheduler_name = scheduler_name
         self._reported: dict[tuple[str, str], float] = {}
+
+    # Pods of this source are the API server's: they are created and deleted
+    # there (kubectl, controllers), never by Berth's clients.
+    def upsert_pods(self, pods: Iterable[model.Pod]) -> int:
+        raise FeedRefused("pods of a Kubernetes-backed Berth are created through the API server")
+
+    def delete_pods(self, keys: Iterable[str]) -> int:
+        raise FeedRefused("pods of a Kubernetes-backed Berth are deleted through the API server")
 
     async def bind(self, pod: model.Pod, node: str) -> None:
         md = pod.metadata

@@ -1,67 +1,43 @@
 """NodeResourcesBalancedAllocation: prefer nodes whose resources fill up evenly.
 
 Mirrors kube-scheduler v1.34
-``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``
-(on top of ``resource_allocation.go``, shared with NodeResourcesFit):
-
-- PreScore computes the pod's request for each configured resource from its
-  *actual* requests (``useRequested``: no 100m / 200Mi defaults) and returns
-  Skip for a pod that requests none of them (a best-effort pod;
-  kubernetes/kubernetes#129138), so such pods are not piled onto one node.
-- Score: per resource the fraction ``(requested + pod) / allocatable``
-  (capped at 1; resources the node does not have, and extended resources the
-  pod does not request, are left out), then ``(1 - std) * MaxNodeScore``
-  where std is ``|f0 - f1| / 2`` for two resources and the population
-  standard deviation for more, in float64 exactly as Go computes it.
-- Args ``NodeResourcesBalancedAllocationArgs``: ``resources`` (default cpu and
-  memory, weight defaulted to 1; ``ValidateNodeResourcesBalancedAllocationArgs``
-  requires weight 1 and no duplicate names).
+``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go`` (on
+top of ``resource_allocation.go``, shared with NodeResourcesFit:
+:mod:`berth.plugins.noderesources.strategies`). PreScore computes the pod's
+request for each configured resource from its *actual* requests
+(``useRequested``: no 100m / 200Mi defaults) and returns Skip for a pod that
+requests none of them (a best-effort pod; kubernetes/kubernetes#129138), so
+such pods are not piled onto one node. Score: per resource the fraction
+``(requested + pod) / allocatable`` (capped at 1; resources the node does not
+have, and extended resources the pod does not request, are left out), then
+``(1 - std) * MaxNodeScore`` where std is ``|f0 - f1| / 2`` for two resources
+and the population standard deviation for more, in float64 exactly as Go
+computes it. The arguments,
+:class:`~berth.plugins.noderesources.args.NodeResourcesBalancedAllocationArgs`
+(``resources``, default cpu and memory, weight defaulted to 1;
+``ValidateNodeResourcesBalancedAllocationArgs`` requires weight 1 and no
+duplicate names), live in :mod:`berth.plugins.noderesources.args`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from typing import ClassVar
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from berth.cache.table import NodeTable, PodInfo
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
-from berth.plugins.node_resources_fit import ResourceAllocationScorer, ResourceSpec, default_resources
+from berth.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
+from berth.plugins.noderesources.strategies import ResourceAllocationScorer
 
-__all__ = ["PRE_SCORE_STATE_KEY", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs"]
+__all__ = ["PRE_SCORE_STATE_KEY", "NodeResourcesBalancedAllocation", "balanced_resource_scorer"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-
-
-class NodeResourcesBalancedAllocationArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    """config.NodeResourcesBalancedAllocationArgs; no resources means cpu and memory."""
-
-    resources: list[ResourceSpec] = []
-
-    def __post_init__(self) -> None:
-        if not self.resources:
-            self.resources = default_resources()
-
-    def validate(self) -> None:
-        """ValidateNodeResourcesBalancedAllocationArgs: raise ValueError naming the field."""
-        errs: list[str] = []
-        seen: set[str] = set()
-        for i, res in enumerate(self.resources):
-            if res.name in seen:
-                errs.append(f"resources[{i}].name: Duplicate value: {json.dumps(res.name)}")
-            else:
-                seen.add(res.name)
-            if res.weight != 1:
-                errs.append(f"resources[{i}].weight: Invalid value: {res.weight}: must be 1")
-        if errs:
-            raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
 
 
 def balanced_resource_scorer(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:

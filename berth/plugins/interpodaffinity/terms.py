@@ -1,0 +1,152 @@
+"""Affinity terms, resolved against their pods, and the pods they are matched against.
+
+Mirrors kube-scheduler v1.34's ``framework.AffinityTerm`` and the terms
+``PodInfo`` parses (``pkg/scheduler/framework/types.go``): a term matches a
+pod when the pod's namespace is among the term's (``namespaces``; none and no
+``namespaceSelector`` means the term owner's own) or its namespace labels
+match ``namespaceSelector`` (Berth knows only the
+``kubernetes.io/metadata.name`` label every namespace carries), and its
+labels match the term's selector (``matchLabelKeys`` / ``mismatchLabelKeys``
+merged in as In / NotIn of the owner's values). :class:`AffinityPods` finds,
+for filtering and scoring alike, the pods to test through the cache's pod
+index (:mod:`berth.cache.podindex`), as ``plugin.go``'s ``sharedLister`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import msgspec
+
+from berth.cache import podindex
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import labels, model
+from berth.framework.handle import Handle
+
+__all__ = ["AffinityPods", "Term", "Terms", "terms_of"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Term:
+    """framework.AffinityTerm: a term resolved against the pod that owns it."""
+
+    namespaces: frozenset[str]
+    namespace_selector: model.LabelSelector | None
+    selector: model.LabelSelector | None
+    topology_key: str
+    weight: int = 0
+    #: Equal for terms that match the same pods the same way (weight aside).
+    sig: bytes = b""
+
+    def matches(self, pod: PodInfo) -> bool:
+        ns = pod.namespace
+        in_ns = ns in self.namespaces or (
+            self.namespace_selector is not None
+            and labels.match_label_selector(self.namespace_selector, {podindex.NAMESPACE_NAME_LABEL: ns})
+        )
+        return in_ns and labels.match_label_selector(self.selector, pod.labels)
+
+    def candidate_namespaces(self) -> list[str] | None:
+        """Namespaces to search, None for all (a namespaceSelector is set)."""
+        return None if self.namespace_selector is not None else sorted(self.namespaces)
+
+
+def _term(owner: model.Pod, t: model.PodAffinityTerm, weight: int = 0) -> Term:
+    sel = t.label_selector
+    if sel is not None and (t.match_label_keys or t.mismatch_label_keys):
+        own = owner.metadata.labels
+        exprs = list(sel.match_expressions)
+        exprs += [
+            model.LabelSelectorRequirement(key=k, operator="In", values=[own[k]])
+            for k in t.match_label_keys
+            if k in own
+        ]
+        exprs += [
+            model.LabelSelectorRequirement(key=k, operator="NotIn", values=[own[k]])
+            for k in t.mismatch_label_keys
+            if k in own
+        ]
+        sel = model.LabelSelector(match_labels=dict(sel.match_labels), match_expressions=exprs)
+    namespaces = frozenset(t.namespaces)
+    if not namespaces and t.namespace_selector is None:
+        namespaces = frozenset((owner.metadata.namespace or "default",))
+    sig = msgspec.json.encode((sorted(namespaces), t.namespace_selector, sel, t.topology_key))
+    return Term(namespaces, t.namespace_selector, sel, t.topology_key, weight, sig)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Terms:
+    required_affinity: tuple[Term, ...]
+    required_anti_affinity: tuple[Term, ...]
+    preferred_affinity: tuple[Term, ...]
+    preferred_anti_affinity: tuple[Term, ...]
+
+    @property
+    def has_preferred(self) -> bool:
+        return bool(self.preferred_affinity or self.preferred_anti_affinity)
+
+
+_NO_TERMS = Terms((), (), (), ())
+_terms_cache: dict[int, tuple[model.Pod, Terms]] = {}
+
+
+def terms_of(pod: model.Pod) -> Terms:
+    """The pod's terms, resolved once per pod object (PodInfo does this in kube-scheduler)."""
+    a = pod.spec.affinity
+    if a is None or (a.pod_affinity is None and a.pod_anti_affinity is None):
+        return _NO_TERMS
+    hit = _terms_cache.get(id(pod))
+    if hit is not None and hit[0] is pod:
+        return hit[1]
+    pa, paa = a.pod_affinity, a.pod_anti_affinity
+    out = Terms(
+        tuple(_term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution) if pa else (),
+        tuple(_term(pod, t) for t in paa.required_during_scheduling_ignored_during_execution) if paa else (),
+        tuple(
+            _term(pod, w.pod_affinity_term, w.weight) for w in pa.preferred_during_scheduling_ignored_during_execution
+        )
+        if pa
+        else (),
+        tuple(
+            _term(pod, w.pod_affinity_term, w.weight) for w in paa.preferred_during_scheduling_ignored_during_execution
+        )
+        if paa
+        else (),
+    )
+    if len(_terms_cache) > 65536:
+        _terms_cache.clear()
+    _terms_cache[id(pod)] = (pod, out)
+    return out
+
+
+class AffinityPods:
+    """The pods InterPodAffinity's terms are matched against (a base of its filtering and scoring halves)."""
+
+    handle: Handle | None
+
+    def _pods_with(self, nodes: NodeTable, which: str) -> Iterable[tuple[PodInfo, int]]:
+        """Pods whose terms count in scoring / with required anti-affinity, through the index when it applies."""
+        idx = podindex.index_of(self.handle.cache if self.handle is not None else None)
+        if idx is not None and idx.shares_rows(nodes):
+            uids = idx.with_scoring_terms if which == "scoring" else idx.with_required_anti_affinity
+            for uid in uids:
+                e = idx.entries[uid]
+                yield e.info, e.row
+            return
+        test = podindex.has_scoring_terms if which == "scoring" else podindex.has_required_anti_affinity
+        for pi, row in podindex.scan(nodes):
+            if test(pi.pod):
+                yield pi, row
+
+    def _matching(self, nodes: NodeTable, term: Term) -> Iterable[tuple[PodInfo, int]]:
+        if term.selector is None:
+            return ()
+        cache = self.handle.cache if self.handle is not None else None
+        return podindex.matching_pods(
+            cache,
+            nodes,
+            term.candidate_namespaces(),
+            term.selector,
+            keep=term.matches if term.namespace_selector else None,
+        )

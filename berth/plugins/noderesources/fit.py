@@ -1,0 +1,191 @@
+"""NodeResourcesFit: does the node have room for the pod, and how full would it be?
+
+Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/noderesources/fit.go``:
+PreFilter computes the pod's request once (``computePodResourceRequest``:
+``resource.PodRequests`` — containers summed, raised to the largest init
+container, sidecars, pod-level resources, overhead); Filter (``fitsRequest``)
+checks, over all candidate rows at once, ``requested + podRequest >
+allocatable`` for the pod count ("Too many pods"), cpu, memory,
+ephemeral-storage and every scalar resource the pod requests (extended,
+hugepages, ``*kubernetes.io/*``), skipping extended resources listed in
+``ignoredResources`` / whose domain is in ``ignoredResourceGroups``. A node
+failing several resources reports all of them, in that order. The status is
+Unschedulable, or UnschedulableAndUnresolvable when a failing request exceeds
+the node's whole allocatable (``InsufficientResource.Unresolvable``: evicting
+pods cannot help, so preemption skips the node). PreScore/Score score with the
+configured strategy (:mod:`berth.plugins.noderesources.strategies`); the
+arguments are :class:`~berth.plugins.noderesources.args.NodeResourcesFitArgs`.
+DRA-backed extended resources (``DRAExtendedResource``, alpha in v1.34 and off
+by default) are not modelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import resources
+from berth.framework import interface as fw
+from berth.framework.handle import Handle
+from berth.plugins.noderesources.args import NodeResourcesFitArgs
+from berth.plugins.noderesources.strategies import scorer_for
+
+__all__ = ["PRE_SCORE_STATE_KEY", "STATE_KEY", "NodeResourcesFit"]
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+_TOO_MANY_PODS = "Too many pods"
+#: cpu, memory, ephemeral-storage, pods: checked by name, never as scalar resources.
+_FIXED = frozenset((resources.CPU, resources.MEMORY, resources.EPHEMERAL_STORAGE, resources.PODS))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PreFilterState:
+    """fit.go preFilterState: the pod's request and what Filter checks, in reason order."""
+
+    request: IntArray
+    names: tuple[str, ...]
+    amounts: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    """fit.go preScoreState: the pod's request per configured scoring resource."""
+
+    pod_requests: tuple[int, ...]
+
+
+#: fit.go preFilterStateKey.
+STATE_KEY: fw.StateKey[_PreFilterState] = fw.StateKey("PreFilterNodeResourcesFit")
+#: fit.go preScoreStateKey.
+PRE_SCORE_STATE_KEY: fw.StateKey[_PreScoreState] = fw.StateKey("PreScoreNodeResourcesFit")
+
+
+class NodeResourcesFit:
+    """kube-scheduler's NodeResourcesFit (fit.go): PreFilter, Filter, PreScore, Score."""
+
+    NAME: ClassVar[str] = "NodeResourcesFit"
+    Args: ClassVar[type[NodeResourcesFitArgs]] = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
+        self.args = args if args is not None else NodeResourcesFitArgs()
+        self.args.validate()
+        self.handle = handle
+        self.ignored_resources = frozenset(self.args.ignored_resources)
+        self.ignored_groups = frozenset(self.args.ignored_resource_groups)
+        assert self.args.scoring_strategy is not None
+        self.scorer = scorer_for(self.args.scoring_strategy)
+
+    # ------------------------------------------------------------ queueing
+
+    def events_to_register(self) -> Sequence[fw.ClusterEvent]:
+        """fit.go EventsToRegister (InPlacePodVerticalScaling on, no queueing hints)."""
+        return (
+            fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE | fw.ActionType.UPDATE_POD_SCALE_DOWN),
+            fw.ClusterEvent(
+                "Node",
+                fw.ActionType.ADD
+                | fw.ActionType.UPDATE_NODE_ALLOCATABLE
+                | fw.ActionType.UPDATE_NODE_TAINT
+                | fw.ActionType.UPDATE_NODE_LABEL,
+            ),
+        )
+
+    # ------------------------------------------------------------ filtering
+
+    def _ignored(self, name: str) -> bool:
+        if not resources.is_extended(name):
+            return False
+        return name in self.ignored_resources or (
+            bool(self.ignored_groups) and name.split("/", 1)[0] in self.ignored_groups
+        )
+
+    def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
+        reqs = pod.requests
+        names: list[str] = [
+            n for n in (resources.CPU, resources.MEMORY, resources.EPHEMERAL_STORAGE) if reqs.get(n, 0) > 0
+        ]
+        # Go ranges over a map here (random order); Berth reports scalars by name.
+        for name in sorted(reqs):
+            if name in _FIXED or reqs[name] <= 0 or not resources.is_scalar(name):
+                continue
+            if self._ignored(name):
+                continue
+            names.append(name)
+        request = nodes.vector(reqs)
+        state.write(STATE_KEY, _PreFilterState(request, tuple(names), tuple(reqs[n] for n in names)))
+        return fw.PreFilterResult()
+
+    def filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.NodeVerdicts:
+        s = state.get(STATE_KEY)
+        n = len(rows)
+        if s is None:
+            err = fw.Status.error(f'error reading "{STATE_KEY.name}" from cycleState: not found', plugin=self.NAME)
+            return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
+        index = nodes.columns.index
+        pods = index[resources.PODS]
+        size = nodes.size
+        # Compare whole contiguous columns, then pick the rows: cheaper than
+        # gathering every row of every column first.
+        too_many = (nodes.req[:size, pods] >= nodes.alloc[:size, pods])[rows]
+        labels = [_TOO_MANY_PODS]
+        if s.names:
+            cols = np.asarray([index[name] for name in s.names], dtype=np.int64)
+            need = np.asarray(s.amounts, dtype=np.int64)
+            alloc_all = nodes.alloc[:size, cols]
+            short = (need > alloc_all - nodes.req[:size, cols])[rows]
+            bad: BoolArray = too_many | short.any(axis=1)
+            if not bad.any():
+                return fw.NodeVerdicts.all_ok(n)
+            unresolvable: BoolArray = np.asarray((short & (need > alloc_all[rows])).any(axis=1), dtype=bool)
+            failed = np.column_stack([too_many, short])
+            labels.extend(f"Insufficient {name}" for name in s.names)
+        else:
+            bad = too_many
+            if not bad.any():
+                return fw.NodeVerdicts.all_ok(n)
+            unresolvable = np.zeros(n, dtype=bool)
+            failed = too_many[:, None]
+        masks, inverse = _distinct_rows(np.column_stack([failed[bad], unresolvable[bad]]))
+        statuses = []
+        for mask in masks:
+            reasons = tuple(label for label, hit in zip(labels, mask[:-1], strict=True) if hit)
+            code = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE if mask[-1] else fw.Code.UNSCHEDULABLE
+            statuses.append(fw.Status(code, reasons, self.NAME))
+        reason = np.zeros(n, dtype=np.int32)
+        reason[bad] = inverse
+        return fw.NodeVerdicts(~bad, statuses, reason)
+
+    # ------------------------------------------------------------ scoring
+
+    def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(tuple(self.scorer.pod_requests(pod))))
+        return fw.SUCCESS
+
+    def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        pod_requests = s.pod_requests if s is not None else tuple(self.scorer.pod_requests(pod))
+        return self.scorer.score(nodes, rows, pod_requests)
+
+
+def _distinct_rows(matrix: BoolArray) -> tuple[BoolArray, npt.NDArray[np.int32]]:
+    """The distinct rows of a boolean matrix and, per row, which one it is.
+
+    Rows become integer bitmasks when they fit in 62 bits (the common case:
+    a handful of resources), else ``np.unique(axis=0)`` does the work.
+    """
+    width = matrix.shape[1]
+    if width <= 62:
+        weights = np.left_shift(np.int64(1), np.arange(width, dtype=np.int64))
+        keys = matrix.astype(np.int64) @ weights
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        masks = ((uniq[:, None] >> np.arange(width, dtype=np.int64)) & 1).astype(bool)
+        return masks, inverse.reshape(-1).astype(np.int32)
+    masks, inverse = np.unique(matrix, axis=0, return_inverse=True)
+    return masks, inverse.reshape(-1).astype(np.int32)

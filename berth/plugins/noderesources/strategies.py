@@ -1,0 +1,238 @@
+"""The noderesources scoring strategies and the resource-allocation scoring they share.
+
+The scoring NodeResourcesFit and NodeResourcesBalancedAllocation share, as
+kube-scheduler v1.34's ``pkg/scheduler/framework/plugins/noderesources``
+splits it: ``resource_allocation.go`` (:class:`ResourceAllocationScorer` sums,
+per configured resource, the node's requested amount and the pod's; cpu and
+memory use the *non-zero* amounts — a container that does not request them
+counts 100m / 200Mi, :func:`non_missing_requests` — unless ``useRequested``;
+an extended resource the pod does not request, and a resource the node does
+not have, are left out), ``least_allocated.go`` / ``most_allocated.go`` /
+``requested_to_capacity_ratio.go`` (+ ``helper/shape_score.go``'s
+:func:`broken_linear`): the three scoring strategies, with Go's integer
+arithmetic (truncating division, ``math.Round`` for RequestedToCapacityRatio),
+vectorised over node rows; and ``fit.go``'s ``nodeResourceStrategyTypeMap``
+(:func:`scorer_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import model, resources
+from berth.framework import interface as fw
+from berth.plugins.noderesources.args import (
+    LEAST_ALLOCATED,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    ResourceSpec,
+    ScoringStrategy,
+    UtilizationShapePoint,
+)
+
+__all__ = [
+    "ResourceAllocationScorer",
+    "Scorer",
+    "broken_linear",
+    "non_missing_requests",
+    "scorer_for",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+
+# ---------------------------------------------------------------- requests
+
+
+def _is_scalar(name: str) -> bool:
+    return resources.is_scalar(name)
+
+
+def non_missing_requests(pod: model.Pod) -> dict[str, int]:
+    """``resource.PodRequests`` with ``NonMissingContainerRequests`` {cpu: 100m, memory: 200Mi}.
+
+    A container (init containers included) whose requests — after the API
+    server copied missing requests from limits — do not *name* cpu or memory
+    counts the default; an explicit ``cpu: 0`` stays 0 (component-helpers
+    ``applyNonMissing``). Done by adding the defaults to a copy of the pod and
+    summing it with :func:`resources.pod_requests`.
+    """
+    spec = pod.spec
+
+    def with_defaults(c: model.Container) -> model.Container:
+        res = c.resources
+        named = set(res.requests) | set(res.limits) if res is not None else set()
+        add: dict[str, model.Quantity] = {}
+        if resources.CPU not in named:
+            add[resources.CPU] = f"{resources.DEFAULT_MILLI_CPU_REQUEST}m"
+        if resources.MEMORY not in named:
+            add[resources.MEMORY] = resources.DEFAULT_MEMORY_REQUEST
+        if not add:
+            return c
+        requests = {**(res.requests if res is not None else {}), **add}
+        limits = dict(res.limits) if res is not None else {}
+        return msgspec.structs.replace(c, resources=model.ResourceRequirements(requests=requests, limits=limits))
+
+    patched = msgspec.structs.replace(
+        spec,
+        containers=[with_defaults(c) for c in spec.containers],
+        init_containers=[with_defaults(c) for c in spec.init_containers],
+    )
+    return resources.pod_requests(msgspec.structs.replace(pod, spec=patched))
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def _trunc_div(a: IntArray, b: IntArray | int) -> IntArray:
+    """Go's integer division (truncates toward zero) for a positive divisor."""
+    q: IntArray = np.where(a >= 0, a // b, -((-a) // b))
+    return q
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
+    """helper.BuildBrokenLinearFunction over an array of utilizations.
+
+    ``shape`` is (utilization, score) points in increasing utilization.
+    """
+    out = np.full(p.shape, shape[-1][1], dtype=np.int64)
+    done = np.zeros(p.shape, dtype=bool)
+    for i, (u, s) in enumerate(shape):
+        hit = (p <= u) & ~done
+        if not hit.any():
+            continue
+        if i == 0:
+            val: IntArray | int = s
+        else:
+            u0, s0 = shape[i - 1]
+            val = s0 + _trunc_div((s - s0) * (p - u0), u - u0)
+        out = np.where(hit, val, out)
+        done |= hit
+    return out
+
+
+#: requested [n, R], allocatable [n, R] (0 = resource left out), weights [R] -> scores [n].
+Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
+
+
+def _least_allocated(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+    """least_allocated.go leastResourceScorer / leastRequestedScore."""
+    valid = alloc > 0
+    safe = np.where(valid, alloc, 1)
+    per = np.where(req > alloc, 0, (alloc - req) * fw.MAX_NODE_SCORE // safe)
+    w = np.where(valid, weights, 0)
+    node_score = (per * w).sum(axis=1)
+    weight_sum = w.sum(axis=1)
+    out: IntArray = np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+    return out
+
+
+def _most_allocated(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+    """most_allocated.go mostResourceScorer / mostRequestedScore (requested capped at capacity)."""
+    valid = alloc > 0
+    safe = np.where(valid, alloc, 1)
+    per = np.minimum(req, alloc) * fw.MAX_NODE_SCORE // safe
+    w = np.where(valid, weights, 0)
+    node_score = (per * w).sum(axis=1)
+    weight_sum = w.sum(axis=1)
+    out: IntArray = np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+    return out
+
+
+def _requested_to_capacity_ratio(shape: Sequence[UtilizationShapePoint]) -> Scorer:
+    """requested_to_capacity_ratio.go: a broken-linear function of utilization.
+
+    Shape scores (0..MaxCustomPriorityScore) are scaled to 0..MaxNodeScore; only
+    resources scoring above 0 count, and the weighted mean is ``math.Round``-ed.
+    """
+    scale = fw.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    points = [(p.utilization, p.score * scale) for p in shape]
+
+    def score(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+        valid = alloc > 0
+        safe = np.where(valid, alloc, 1)
+        util = np.where(req > alloc, MAX_UTILIZATION, req * MAX_UTILIZATION // safe)
+        per = broken_linear(points, util)
+        counted = valid & (per > 0)
+        w = np.where(counted, weights, 0)
+        node_score = (per * w).sum(axis=1)
+        weight_sum = w.sum(axis=1)
+        # math.Round(float64(nodeScore)/float64(weightSum)) for non-negative operands.
+        rounded = (2 * node_score + weight_sum) // np.maximum(2 * weight_sum, 1)
+        out: IntArray = np.where(weight_sum == 0, 0, rounded)
+        return out
+
+    return score
+
+
+class ResourceAllocationScorer:
+    """resource_allocation.go resourceAllocationScorer, vectorised over rows.
+
+    ``use_requested`` picks ``NodeInfo.Requested`` (and the pod's plain
+    requests) over ``NonZeroRequested`` (and requests with the 100m / 200Mi
+    defaults) for cpu and memory.
+    """
+
+    def __init__(self, specs: Sequence[ResourceSpec], scorer: Scorer, *, use_requested: bool) -> None:
+        self.names = [s.name for s in specs]
+        self.weights = np.asarray([s.weight for s in specs], dtype=np.int64)
+        self.scorer = scorer
+        self.use_requested = use_requested
+
+    def pod_requests(self, pod: PodInfo) -> list[int]:
+        """calculatePodResourceRequestList: the pod's request for each configured resource."""
+        reqs = pod.requests if self.use_requested else non_missing_requests(pod.pod)
+        return [reqs.get(name, 0) for name in self.names]
+
+    def allocatable_requested(
+        self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]
+    ) -> tuple[IntArray, IntArray]:
+        """calculateResourceAllocatableRequest for every resource: ``[n, R]`` arrays, 0 = left out."""
+        n, r = len(rows), len(self.names)
+        alloc = np.zeros((n, r), dtype=np.int64)
+        req = np.zeros((n, r), dtype=np.int64)
+        index = nodes.columns.index
+        for i, (name, pod_req) in enumerate(zip(self.names, pod_requests, strict=True)):
+            if pod_req == 0 and _is_scalar(name):
+                continue  # an extended resource the pod does not request is not scored
+            if name in (resources.CPU, resources.MEMORY):
+                source = nodes.req if self.use_requested else nodes.req_nz
+            elif name == resources.EPHEMERAL_STORAGE or _is_scalar(name):
+                source = nodes.req
+            else:
+                continue  # not a resource NodeInfo tracks ("pods", unqualified names)
+            c = index.get(name)
+            if c is None:
+                continue  # no node has it: allocatable 0
+            alloc[:, i] = nodes.alloc[rows, c]
+            req[:, i] = source[rows, c] + pod_req
+        # "Only fill the extended resource entry when it's non-zero."
+        req[alloc == 0] = 0
+        return alloc, req
+
+    def score(self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]) -> IntArray:
+        if len(rows) == 0:
+            return np.zeros(0, dtype=np.int64)
+        alloc, req = self.allocatable_requested(nodes, rows, pod_requests)
+        return self.scorer(req, alloc, self.weights)
+
+
+def scorer_for(strategy: ScoringStrategy) -> ResourceAllocationScorer:
+    """fit.go nodeResourceStrategyTypeMap."""
+    if strategy.type == LEAST_ALLOCATED:
+        fn: Scorer = _least_allocated
+    elif strategy.type == MOST_ALLOCATED:
+        fn = _most_allocated
+    elif strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        assert strategy.requested_to_capacity_ratio is not None
+        fn = _requested_to_capacity_ratio(strategy.requested_to_capacity_ratio.shape)
+    else:  # validate() rejects it first
+        raise ValueError(f"scoring strategy {strategy.type} is not supported")
+    return ResourceAllocationScorer(strategy.resources, fn, use_requested=False)

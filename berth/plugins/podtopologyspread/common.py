@@ -1,0 +1,177 @@
+"""What PodTopologySpread's filtering and scoring share: constraints and pod counting.
+
+Mirrors kube-scheduler v1.34
+``pkg/scheduler/framework/plugins/podtopologyspread/common.go``: a pod's
+constraints of one kind (``filterTopologySpreadConstraints``), with
+``matchLabelKeys`` merged into each selector; the nodes that count for them
+(every constraint's topology key present, and the inclusion policies passed:
+``nodeAffinityPolicy`` Honor by default — the pod's nodeSelector / required
+node affinity; ``nodeTaintsPolicy`` Ignore by default); and, per node, the
+pods in the pod's namespace (not terminating) a selector matches
+(``countPodsMatchSelector``; an empty selector counts nothing), through the
+cache's pod index (:mod:`berth.cache.podindex`): the work is proportional to
+the pods a selector matches, not to all pods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache import podindex
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import labels, model
+from berth.framework.handle import Handle
+from berth.plugins.helpers import DO_NOT_SCHEDULE, first_untolerated, label_selector_mask, node_selector_mask
+
+__all__ = [
+    "DO_NOT_SCHEDULE_WHEN",
+    "HONOR",
+    "IGNORE",
+    "SCHEDULE_ANYWAY",
+    "Constraint",
+    "Counting",
+    "constraints_of",
+    "do_not_schedule",
+    "node_matches_required_affinity",
+]
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+DO_NOT_SCHEDULE_WHEN = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR, IGNORE = "Honor", "Ignore"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Constraint:
+    max_skew: int
+    key: str
+    selector: model.LabelSelector | None
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+    def matches(self, pod_labels: dict[str, str]) -> bool:
+        """labels.Selector.Matches (nil selector: nothing; empty: everything)."""
+        return labels.match_label_selector(self.selector, pod_labels)
+
+    @property
+    def counts_nothing(self) -> bool:
+        """countPodsMatchSelector returns 0 for an empty (or nil) selector."""
+        s = self.selector
+        return s is None or (not s.match_labels and not s.match_expressions)
+
+
+def constraints_of(pod: model.Pod, when: str) -> list[Constraint]:
+    """filterTopologySpreadConstraints: the pod's constraints of one kind, selectors merged."""
+    out = []
+    for c in pod.spec.topology_spread_constraints:
+        if c.when_unsatisfiable != when:
+            continue
+        sel = c.label_selector
+        if sel is not None and c.match_label_keys:
+            extra = {k: pod.metadata.labels[k] for k in c.match_label_keys if k in pod.metadata.labels}
+            sel = model.LabelSelector(
+                match_labels={**sel.match_labels, **extra}, match_expressions=sel.match_expressions
+            )
+        out.append(
+            Constraint(
+                max_skew=c.max_skew,
+                key=c.topology_key,
+                selector=sel,
+                min_domains=(c.min_domains or 1) if when == DO_NOT_SCHEDULE_WHEN else 1,
+                honor_affinity=(c.node_affinity_policy or HONOR) == HONOR,
+                honor_taints=(c.node_taints_policy or IGNORE) == HONOR,
+            )
+        )
+    return out
+
+
+class Counting:
+    """Which nodes count for a pod's constraints and how many matching pods each has
+    (a base of PodTopologySpread's filtering and scoring halves)."""
+
+    handle: Handle | None
+
+    def _eligible(self, pod: PodInfo, nodes: NodeTable, constraints: Sequence[Constraint]) -> list[BoolArray]:
+        """Per constraint: rows that count (every key present, inclusion policies passed)."""
+        size = nodes.size
+        base = nodes.alive[:size].copy()
+        for c in constraints:
+            base &= nodes.label_column(c.key).present()[:size]
+        affinity: BoolArray | None = None
+        taints_ok: BoolArray | None = None
+        out = []
+        for c in constraints:
+            m = base
+            if c.honor_affinity:
+                if affinity is None:
+                    affinity = _required_affinity_mask(pod.pod, nodes)
+                m = m & affinity
+            if c.honor_taints:
+                if taints_ok is None:
+                    taints_ok = _tolerated_mask(pod.pod, nodes)
+                m = m & taints_ok
+            out.append(m)
+        return out
+
+    def _node_counts(self, pod: PodInfo, nodes: NodeTable, c: Constraint) -> IntArray:
+        """countPodsMatchSelector for every row."""
+        counts = np.zeros(nodes.size, dtype=np.int64)
+        if c.counts_nothing:
+            return counts
+        assert c.selector is not None
+        cache = self.handle.cache if self.handle is not None else None
+        fast = podindex.selector_row_counts(cache, nodes, (pod.namespace,), c.selector, exclude_terminating=True)
+        if fast is not None:
+            return fast
+        rows = [
+            row
+            for _pi, row in podindex.matching_pods(
+                cache, nodes, (pod.namespace,), c.selector, keep=lambda p: p.pod.metadata.deletion_timestamp is None
+            )
+        ]
+        if rows:
+            counts += np.bincount(np.asarray(rows, dtype=np.int64), minlength=nodes.size)[: nodes.size]
+        return counts
+
+
+def do_not_schedule(t: model.Taint) -> bool:
+    return t.effect in DO_NOT_SCHEDULE
+
+
+def _required_affinity_mask(pod: model.Pod, nodes: NodeTable) -> BoolArray:
+    """nodeaffinity.GetRequiredNodeAffinity(pod).Match over every row."""
+    out = np.ones(nodes.size, dtype=bool)
+    if pod.spec.node_selector:
+        out &= label_selector_mask(nodes, pod.spec.node_selector)
+    a = pod.spec.affinity
+    req = a.node_affinity.required_during_scheduling_ignored_during_execution if a and a.node_affinity else None
+    if req is not None:
+        out &= node_selector_mask(nodes, req.node_selector_terms)
+    return out
+
+
+def node_matches_required_affinity(pod: model.Pod, node: model.Node) -> bool:
+    node_labels = node.metadata.labels
+    if any(node_labels.get(k) != v for k, v in pod.spec.node_selector.items()):
+        return False
+    a = pod.spec.affinity
+    req = a.node_affinity.required_during_scheduling_ignored_during_execution if a and a.node_affinity else None
+    if req is None:
+        return True
+    return any(labels.node_term_matches(t, node_labels, node.metadata.name) for t in req.node_selector_terms)
+
+
+def _tolerated_mask(pod: model.Pod, nodes: NodeTable) -> BoolArray:
+    groups = nodes.taint_group[: nodes.size]
+    ok_group = np.asarray(
+        [first_untolerated(ts, pod.spec.tolerations, do_not_schedule) is None for ts in nodes.taint_sets], dtype=bool
+    )
+    out: BoolArray = ok_group[groups]
+    return out

@@ -1,0 +1,102 @@
+"""What every source told the core about objects other than nodes: pods
+(with the source that owns each), pod groups and PodDisruptionBudgets.
+
+These stores are the listers plugins see through the Handle
+(:class:`berth.framework.handle.PodLister` and friends); nodes and the pods
+placed on them live in the cache.
+"""
+
+from __future__ import annotations
+
+from berth.cluster import labels, model
+from berth.cluster.sources import Source
+
+__all__ = ["PodDisruptionBudgetStore", "PodGroupStore", "PodStore"]
+
+
+class PodStore:
+    """Every pod Berth knows, by uid, with the source that owns it."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, model.Pod] = {}
+        self._sources: dict[str, Source] = {}
+        self._uid_by_key: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self._pods
+
+    def put(self, pod: model.Pod, source: Source) -> model.Pod | None:
+        """Store the latest object; returns the previous one."""
+        uid = pod.metadata.uid
+        old = self._pods.get(uid)
+        self._pods[uid] = pod
+        self._sources[uid] = source
+        self._uid_by_key[pod.key] = uid
+        return old
+
+    def remove(self, pod: model.Pod) -> None:
+        uid = pod.metadata.uid
+        self._pods.pop(uid, None)
+        self._sources.pop(uid, None)
+        if self._uid_by_key.get(pod.key) == uid:
+            del self._uid_by_key[pod.key]
+
+    def all(self) -> list[model.Pod]:
+        return list(self._pods.values())
+
+    def source_of(self, uid: str) -> Source | None:
+        return self._sources.get(uid)
+
+    # ------------------------------------------------------------ PodLister
+
+    def get(self, uid: str) -> model.Pod | None:
+        return self._pods.get(uid)
+
+    def by_key(self, key: str) -> model.Pod | None:
+        uid = self._uid_by_key.get(key)
+        return None if uid is None else self._pods.get(uid)
+
+    def in_group(self, namespace: str, group: str) -> list[model.Pod]:
+        return [
+            p
+            for p in self._pods.values()
+            if p.metadata.labels.get(model.LABEL_POD_GROUP) == group
+            and (p.metadata.namespace or "default") == namespace
+            and p.status.phase not in ("Succeeded", "Failed")
+            and not p.metadata.deletion_timestamp
+        ]
+
+    def matching(self, namespace: str, selector: model.LabelSelector | None) -> list[model.Pod]:
+        return [
+            p
+            for p in self._pods.values()
+            if p.metadata.namespace == namespace and labels.match_label_selector(selector, p.metadata.labels)
+        ]
+
+
+class PodGroupStore:
+    def __init__(self) -> None:
+        self._groups: dict[str, model.PodGroup] = {}
+
+    def put(self, group: model.PodGroup) -> None:
+        self._groups[group.key] = group
+
+    def get(self, namespace: str, name: str) -> model.PodGroup | None:
+        return self._groups.get(model.pod_key(namespace, name))
+
+
+class PodDisruptionBudgetStore:
+    def __init__(self) -> None:
+        self._budgets: dict[str, model.PodDisruptionBudget] = {}
+
+    def put(self, pdb: model.PodDisruptionBudget) -> None:
+        self._budgets[model.pod_key(pdb.metadata.namespace, pdb.metadata.name)] = pdb
+
+    def remove(self, namespace: str, name: str) -> None:
+        self._budgets.pop(model.pod_key(namespace, name), None)
+
+    def list(self) -> list[model.PodDisruptionBudget]:
+        return list(self._budgets.values())

@@ -1,0 +1,295 @@
+"""kube-scheduler's extender verbs — Filter, Prioritize, Preempt, Bind — on
+Berth's own model (``k8s.io/kube-scheduler/extender/v1``'s semantics; the
+wire formats are the adapters': JSON in ``berth.adapters.http``, protobuf in
+``berth.adapters.grpc``).
+
+Nodes come either as names resolved in the cache (``nodeCacheCapable``) or
+as full objects (a throw-away table of exactly those nodes, with the pods
+Berth knows on them counted, as an informer-fed extender would).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.table import NodeTable, PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.framework import preemption
+from berth.scheduling.core import Core, VerbError
+
+__all__ = ["Extender", "FilterResult", "MetaVictims", "PrioritizeResult", "VictimsRequest"]
+
+IntArray = npt.NDArray[np.int64]
+
+#: k8s.io/kube-scheduler/extender/v1: MinExtenderPriority..MaxExtenderPriority.
+MAX_EXTENDER_PRIORITY = 10
+
+
+@dataclasses.dataclass(slots=True)
+class FilterResult:
+    """The extender Filter's answer before any wire format: names that pass
+    (in input order) and, for the others, why."""
+
+    passed: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    unresolvable: dict[str, str] = dataclasses.field(default_factory=dict)
+    error: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class PrioritizeResult:
+    """Scores (0..MAX_EXTENDER_PRIORITY) aligned with ``names``."""
+
+    names: list[str]
+    scores: IntArray
+    error: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class VictimsRequest:
+    """kube-scheduler's proposed victims on one node: uids (nodeCacheCapable)
+    or full pods Berth may not know."""
+
+    uids: list[str] = dataclasses.field(default_factory=list)
+    pods: list[model.Pod] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(slots=True)
+class MetaVictims:
+    uids: list[str]
+    num_pdb_violations: int
+
+
+class Extender:
+    """The four extender verbs over one core."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        # (table, names, rows): the last node-name resolution, reused by the verb that asked for it.
+        self._resolved: tuple[NodeTable, list[str], IntArray] | None = None
+        self._resolutions: dict[tuple[int, tuple[str, ...]], tuple[IntArray, dict[str, str]]] = {}
+
+    # ------------------------------------------------------------ verbs
+
+    def filter(
+        self,
+        pod: model.Pod,
+        *,
+        names: list[str] | None = None,
+        nodes: list[model.Node] | None = None,
+        profile: str = "",
+    ) -> FilterResult:
+        """Names that pass, in input order, and why the others do not
+        (kube-scheduler's ``findNodesThatPassExtenders`` reads this)."""
+        pi, table, names, missing = self._inputs(pod, names, nodes)
+        return self._filter(pi, profile, table, names, missing)
+
+    def prioritize(
+        self,
+        pod: model.Pod,
+        *,
+        names: list[str] | None = None,
+        nodes: list[model.Node] | None = None,
+        profile: str = "",
+    ) -> PrioritizeResult:
+        """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
+        pi, table, names, missing = self._inputs(pod, names, nodes)
+        return self._prioritize(pi, profile, table, names, missing)
+
+    def preempt(
+        self, pod: model.Pod, victims: dict[str, VictimsRequest], *, profile: str = ""
+    ) -> dict[str, MetaVictims]:
+        """Keep the candidates where removing (some of) the victims makes the pod fit."""
+        core = self.core
+        pi = pod_info(pod)
+        fwk = core.framework_for(profile)
+        snap = core.snapshot()
+        out: dict[str, MetaVictims] = {}
+        pdbs = core.pdbs.list()
+        for node, proposed in victims.items():
+            if node not in snap.index or not snap.alive[snap.index[node]]:
+                continue
+            info = snap.infos[snap.index[node]]
+            assert info is not None
+            uids = proposed.uids or [p.metadata.uid for p in proposed.pods]
+            candidates = [info.pods[u] for u in uids if u in info.pods]
+            # Victims Berth does not know on this node (full pods only) still count as removable.
+            known = {c.uid for c in candidates}
+            extra = [PodInfo.of(p) for p in proposed.pods if p.metadata.uid not in known]
+            result = preemption.select_victims_on_node(
+                fwk, pi, snap, info, candidates + extra, pdbs, restrict_to_candidates=True
+            )
+            if result is None or not result.victims:
+                continue
+            out[node] = MetaVictims([v.uid for v in result.victims], result.num_pdb_violations)
+        return out
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Bind through the pod's source; the error message, or "" on success."""
+        core = self.core
+        pod = core.pods.get(uid) if uid else None
+        if pod is None:
+            pod = core.pods.by_key(model.pod_key(namespace, name))
+        if pod is None:
+            if core.default_source is None:
+                return f'pods "{name}" not found'
+            pod = model.Pod(metadata=model.ObjectMeta(name=name, namespace=namespace, uid=uid))
+        if uid and pod.metadata.uid and pod.metadata.uid != uid:
+            return f"pod {pod.key} has UID {pod.metadata.uid}, not {uid}"
+        st = await core.client.bind(pod, node)
+        return st.message()
+
+    # ------------------------------------------------------------ node sets
+
+    def _inputs(
+        self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | None
+    ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str]]:
+        """The pod, the table to judge on, the input names in order, and the unknown ones."""
+        pi = pod_info(pod)
+        if nodes is not None:
+            return pi, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {}
+        snap = self.core.snapshot()
+        names = names or []
+        return pi, snap, names, self._unknown(snap, names)
+
+    def _unknown(self, snap: NodeTable, names: list[str]) -> dict[str, str]:
+        """Names that are not alive nodes of the cache; the rows of the known
+        ones are remembered for the evaluation that follows.
+
+        kube-scheduler sends the same node list again and again (every pod's
+        filter, then its prioritize with the survivors), so resolutions are
+        memoised per list while the set of nodes (``shape_version``) holds.
+        """
+        key = (snap.shape_version, tuple(names))
+        hit = self._resolutions.get(key)
+        if hit is None:
+            rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            known = rows >= 0
+            known[known] = snap.alive[rows[known]]
+            missing = (
+                {}
+                if known.all()
+                else {names[k]: "node is unknown to Berth's cache" for k in np.flatnonzero(~known).tolist()}
+            )
+            hit = (rows[known], missing)
+            if len(self._resolutions) >= 8:
+                del self._resolutions[next(iter(self._resolutions))]
+            self._resolutions[key] = hit
+        self._resolved = (snap, names, hit[0])
+        return dict(hit[1])
+
+    def table_of_nodes(self, nodes: list[model.Node]) -> NodeTable:
+        """A table of exactly ``nodes`` (the extender's full-object mode), with
+        the pods Berth knows on each of them counted, as an informer-fed
+        extender would."""
+        snap = self.core.snapshot()
+        table = NodeTable.of_nodes(nodes, snap.columns)
+        table.ensure_columns()
+        known = [(i, snap.index[n.metadata.name]) for i, n in enumerate(nodes) if n.metadata.name in snap.index]
+        if known:
+            dst = np.asarray([k for k, _ in known], dtype=np.int64)
+            src = np.asarray([s for _, s in known], dtype=np.int64)
+            width = min(table.req.shape[1], snap.req.shape[1])
+            table.req[dst, :width] = snap.req[src, :width]
+            table.req_nz[dst, :width] = snap.req_nz[src, :width]
+            for d, s in known:
+                src_info = snap.infos[s]
+                dst_info = table.infos[d]
+                if src_info is not None and dst_info is not None:
+                    dst_info.pods = src_info.pods
+                    dst_info.used_ports = src_info.used_ports
+        return table
+
+    def _rows(self, table: NodeTable, names: list[str]) -> IntArray:
+        resolved = self._resolved
+        if resolved is not None and resolved[0] is table and resolved[1] is names:
+            return resolved[2]
+        return table.rows_of(names)
+
+    def _pass_through(self, pod: PodInfo) -> bool:
+        ext = self.core.cfg.extender
+        if not ext.pass_through_unmanaged or not ext.managed_resources:
+            return False
+        return not any(r in pod.requests for r in ext.managed_resources)
+
+    # ------------------------------------------------------------ evaluation
+
+    def _filter(
+        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+    ) -> FilterResult:
+        fwk = self.core.framework_for(profile)
+        res = FilterResult(unresolvable=dict(missing))
+        known = [n for n in names if n not in missing] if missing else names
+        if missing:
+            self._resolved = None
+        if self._pass_through(pod):
+            res.passed = list(known)
+            return res
+        state = fw.CycleState()
+        status, allowed = fwk.run_pre_filter(state, pod, table)
+        if not status.ok:
+            if status.code == fw.Code.ERROR:
+                res.error = f"{status.plugin}: {status.message()}"
+                return res
+            unresolvable = status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            target = res.unresolvable if unresolvable else res.failed
+            for n in known:
+                target[n] = status.message()
+            return res
+        if allowed is not None:
+            for n in known:
+                if n not in allowed:
+                    res.unresolvable[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
+            known = [n for n in known if n in allowed]
+        rows = self._rows(table, known)
+        out = fwk.run_filter(state, pod, table, rows)
+        if out.ok.all():
+            res.passed = list(known)
+            return res
+        res.passed = [known[k] for k in np.flatnonzero(out.ok).tolist()]
+        for k in np.flatnonzero(~out.ok).tolist():
+            st = out.statuses[int(out.reason[k])]
+            target = res.unresolvable if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE else res.failed
+            target[known[k]] = st.message()
+        return res
+
+    def _prioritize(
+        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+    ) -> PrioritizeResult:
+        fwk = self.core.framework_for(profile)
+        scores = np.zeros(len(names), dtype=np.int64)
+        res = PrioritizeResult(names, scores)
+        known_at = np.asarray([k for k, n in enumerate(names) if n not in missing], dtype=np.int64) if missing else None
+        known = [names[k] for k in known_at.tolist()] if known_at is not None else names
+        if not known or self._pass_through(pod):
+            return res
+        state = fw.CycleState()
+        status, _ = fwk.run_pre_filter(state, pod, table)
+        if not (status.ok or status.code == fw.Code.SKIP):
+            return res
+        rows = self._rows(table, known)
+        st = fwk.run_pre_score(state, pod, table, rows)
+        if not st.ok:
+            res.error = f"{st.plugin}: {st.message()}"
+            return res
+        total = fwk.run_score(state, pod, table, rows).total
+        top = max(fwk.max_total_score, 1)
+        scaled = (total * MAX_EXTENDER_PRIORITY + top // 2) // top
+        if known_at is None:
+            res.scores = scaled
+        else:
+            scores[known_at] = scaled
+        return res
+
+
+def pod_info(pod: model.Pod) -> PodInfo:
+    """The pod a verb judges; namespace defaults to "default"."""
+    if not pod.metadata.name and not pod.metadata.uid:
+        raise VerbError("pod: required (a pod with metadata.name)")
+    if not pod.metadata.namespace:
+        pod.metadata.namespace = "default"
+    return PodInfo.of(pod)

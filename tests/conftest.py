@@ -1,0 +1,32 @@
+"""Suite-wide checks."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def verify_cleanup(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail an async test that leaves asyncio tasks running (Home Assistant's
+    ``verify_cleanup``): a task outliving its test is a leak in the code or
+    the test, and would otherwise be destroyed silently with the loop."""
+    if inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("_no_task_left_behind")
+    yield
+
+
+@pytest.fixture
+async def _no_task_left_behind() -> AsyncIterator[None]:
+    before = asyncio.all_tasks()
+    yield
+    for _ in range(3):  # let tasks cancelled by the test's own teardown finish
+        await asyncio.sleep(0)
+    current = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() - before if t is not current and not t.done()]
+    for t in left:
+        t.cancel()
+    assert not left, f"tasks left running: {sorted(t.get_name() for t in left)}"

@@ -1,0 +1,183 @@
+"""The scheduling queue and the nominator on their own, on an injected clock
+(kube-scheduler's ``backend/queue/scheduling_queue_test.go`` behaviours)."""
+
+from __future__ import annotations
+
+import pytest
+
+from berth.cache.table import PodInfo
+from berth.framework import interface as fw
+from berth.queue.nominator import Nominator
+from berth.queue.scheduling_queue import SchedulingQueue
+from berth.testing import make_pod
+
+NODE_ADD = fw.ClusterEvent("Node", fw.ActionType.ADD)
+POD_DELETE = fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_queue(clock: Clock, gate: set[str] | None = None) -> SchedulingQueue:
+    gated = gate or set()
+
+    def pre_enqueue(pod: PodInfo, profile: str) -> fw.Status:
+        if pod.key in gated:
+            return fw.Status(fw.Code.PENDING, ("waiting",), "Gate")
+        return fw.SUCCESS
+
+    return SchedulingQueue(
+        sort_key=lambda q: (-q.info.priority, q.timestamp),
+        pre_enqueue=pre_enqueue,
+        events={"NodeResourcesFit": [NODE_ADD], "Gate": [POD_DELETE]},
+        initial_backoff=1.0,
+        max_backoff=10.0,
+        max_in_unschedulable=300.0,
+        clock=clock,
+    )
+
+
+def pod(name: str, priority: int = 0) -> PodInfo:
+    return PodInfo.of(make_pod(name, priority=priority))
+
+
+def fail(q: SchedulingQueue, name: str, plugin: str = "NodeResourcesFit") -> fw.QueuedPodInfo:
+    """Pop ``name`` and report it unschedulable by ``plugin``."""
+    qpi = q.pop_nowait()
+    assert qpi is not None and qpi.info.key == f"default/{name}"
+    qpi.unschedulable_plugins = {plugin}
+    q.add_unschedulable(qpi, q.scheduling_cycle)
+    return qpi
+
+
+@pytest.mark.parametrize(
+    ("attempts", "backoff"),
+    # calculateBackoffDuration: initial * 2^(attempts-1), capped at max.
+    [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)],
+)
+def test_backoff_doubles_per_attempt_up_to_the_maximum(attempts: int, backoff: float) -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    q.add(pod("p"), "berth")
+    for _ in range(attempts):
+        qpi = q.pop_nowait()
+        assert qpi is not None
+        q.add_unschedulable(qpi, q.scheduling_cycle, error=True)  # errors go straight to backoff
+        clock.now += 100
+    clock.now -= 100
+    assert q.phase(qpi.info.uid) == "Backoff"
+    clock.now += backoff - 0.001
+    assert q.pop_nowait() is None
+    clock.now += 0.001
+    assert q.pop_nowait() is qpi
+
+
+def test_active_pods_pop_by_priority_then_age() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    for name, prio in (("old-low", 1), ("high", 10), ("new-low", 1)):
+        q.add(pod(name, prio), "berth")
+        clock.now += 1
+    assert [q.pop_nowait().info.key for _ in range(3)] == ["default/high", "default/old-low", "default/new-low"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("event", "moves"),
+    [
+        (NODE_ADD, True),  # NodeResourcesFit registered Node/Add
+        (POD_DELETE, False),  # nobody that rejected the pod registered for it
+        (fw.ClusterEvent("Node", fw.ActionType.UPDATE_NODE_LABEL), False),
+    ],
+)
+def test_only_an_event_a_rejecting_plugin_registered_for_wakes_an_unschedulable_pod(
+    event: fw.ClusterEvent, moves: bool
+) -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    q.add(pod("p"), "berth")
+    qpi = fail(q, "p")
+    assert q.phase(qpi.info.uid) == "Unschedulable"
+    clock.now += 5  # past the 1 s backoff
+    assert q.on_event(event) == int(moves)
+    assert q.phase(qpi.info.uid) == ("Active" if moves else "Unschedulable")
+
+
+def test_a_woken_pod_still_in_backoff_waits_in_the_backoff_queue() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    q.add(pod("p"), "berth")
+    qpi = fail(q, "p")
+    q.on_event(NODE_ADD)
+    assert q.phase(qpi.info.uid) == "Backoff"
+    clock.now += 1.0
+    assert q.pop_nowait() is qpi
+
+
+def test_an_event_during_the_attempt_sends_the_pod_to_backoff_not_the_unschedulable_pool() -> None:
+    """moveRequestCycle: a wake-up that arrives while the pod is in flight is not lost."""
+    clock = Clock()
+    q = make_queue(clock)
+    q.add(pod("p"), "berth")
+    qpi = q.pop_nowait()
+    assert qpi is not None
+    q.on_event(POD_DELETE)
+    q.add_unschedulable(qpi, q.scheduling_cycle)
+    assert q.phase(qpi.info.uid) == "Backoff"
+
+
+def test_the_unschedulable_pool_is_flushed_after_its_maximum_stay() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    q.add(pod("p"), "berth")
+    qpi = fail(q, "p")
+    clock.now += 299.9
+    assert q.pop_nowait() is None
+    clock.now += 0.1
+    assert q.pop_nowait() is qpi
+
+
+def test_a_gated_pod_is_released_by_an_update_or_by_its_gates_event() -> None:
+    clock = Clock()
+    gate = {"default/g"}
+    q = make_queue(clock, gate)
+    q.add(pod("g"), "berth")
+    uid = "uid-default-g"
+    assert q.phase(uid) == "Gated"
+    assert q.counts()["gated"] == 1
+    assert q.on_event(POD_DELETE) == 0  # still gated: PreEnqueue says no
+    gate.clear()
+    assert q.on_event(NODE_ADD) == 0  # the Gate plugin did not register for Node/Add
+    assert q.on_event(POD_DELETE) == 1
+    assert q.phase(uid) == "Active"
+
+
+def test_deleting_a_pod_forgets_it_and_its_nomination() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    p = pod("p")
+    q.add(p, "berth")
+    q.nominator.add(p, "n1")
+    q.delete(p.uid)
+    assert p.uid not in q
+    assert q.nominator.node_of(p.uid) == ""
+    assert q.pop_nowait() is None
+
+
+def test_the_nominator_keeps_one_node_per_pod() -> None:
+    n = Nominator()
+    a, b = pod("a"), pod("b")
+    n.add(a, "n1")
+    n.add(b, "n1")
+    assert sorted(p.key for p in n.pods_on("n1")) == ["default/a", "default/b"]
+    n.add(a, "n2")  # re-nominated: moves
+    assert [p.key for p in n.pods_on("n1")] == ["default/b"]
+    assert n.node_of(a.uid) == "n2"
+    n.add(b, "")  # an empty node clears the nomination
+    assert n.nodes() == ["n2"]
+    n.delete(a.uid)
+    assert n.nodes() == [] and n.node_of(a.uid) == ""
