@@ -28,7 +28,7 @@ import msgspec
 
 from bench import workloads
 from berth import app, config
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 
 RESULTS = Path(__file__).parent / "results"

@@ -36,8 +36,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
+from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.podindex import PodIndex
-from berth.cache.table import NodeInfo, NodeTable, PodInfo, ResourceColumns, Snapshot
+from berth.cache.snapshot import Snapshot
+from berth.cache.table import NodeTable, ResourceColumns
 from berth.cluster import model
 
 __all__ = ["Cache", "CacheError"]

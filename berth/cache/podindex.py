@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 
 if TYPE_CHECKING:

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from berth.cache.infos import NodeInfo, PodInfo
 from berth.cluster import model, resources
 
-__all__ = ["LabelColumn", "NodeInfo", "NodeTable", "PodInfo", "ResourceColumns", "Snapshot"]
+__all__ = ["LabelColumn", "NodeTable", "ResourceColumns"]
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -37,87 +38,6 @@ IntArray = npt.NDArray[np.int64]
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class PodInfo:
-    """A pod with what scheduling derives from it, computed once.
-
-    (kube-scheduler's ``framework.PodInfo``.)
-    """
-
-    pod: model.Pod
-    uid: str
-    key: str
-    requests: dict[str, int]
-    non_zero: dict[str, int]
-    host_ports: list[tuple[str, str, int]]
-
-    @classmethod
-    def of(cls, pod: model.Pod) -> PodInfo:
-        md = pod.metadata
-        # schedutil.GetHostPorts: containers and sidecars (restartable init
-        # containers); other init containers have exited before the pod runs.
-        ports: list[tuple[str, str, int]] = []
-        sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
-        for c in (*sidecars, *pod.spec.containers):
-            for p in c.ports:
-                if p.host_port > 0:
-                    ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
-        return cls(
-            pod=pod,
-            uid=md.uid or pod.key,
-            key=pod.key,
-            requests=resources.pod_requests(pod),
-            non_zero=resources.pod_requests(pod, non_zero=True),
-            host_ports=ports,
-        )
-
-    @property
-    def priority(self) -> int:
-        return self.pod.spec.priority or 0
-
-    @property
-    def namespace(self) -> str:
-        return self.pod.metadata.namespace or "default"
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return self.pod.metadata.labels
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class NodeInfo:
-    """One node and the pods Berth knows on it (``framework.NodeInfo``).
-
-    ``node`` is None for a node the cache has pods for but no Node object yet
-    (informers can deliver a pod before its node).
-    """
-
-    name: str
-    node: model.Node | None = None
-    pods: dict[str, PodInfo] = dataclasses.field(default_factory=dict)
-    # (hostIP, protocol, port) -> number of pods using it.
-    used_ports: dict[tuple[str, str, int], int] = dataclasses.field(default_factory=dict)
-    generation: int = 0
-
-    def clone(self) -> NodeInfo:
-        return NodeInfo(self.name, self.node, dict(self.pods), dict(self.used_ports), self.generation)
-
-    def add_pod(self, pi: PodInfo) -> None:
-        self.pods[pi.uid] = pi
-        for port in pi.host_ports:
-            self.used_ports[port] = self.used_ports.get(port, 0) + 1
-
-    def remove_pod(self, pi: PodInfo) -> None:
-        if self.pods.pop(pi.uid, None) is None:
-            return
-        for port in pi.host_ports:
-            left = self.used_ports.get(port, 0) - 1
-            if left > 0:
-                self.used_ports[port] = left
-            else:
-                self.used_ports.pop(port, None)
 
 
 class ResourceColumns:
@@ -437,48 +357,3 @@ def normalize_image(name: str) -> str:
     if name.rfind(":") <= name.rfind("/") and "@" not in name:
         return name + ":latest"
     return name
-
-
-class Snapshot(NodeTable):
-    """What one scheduling cycle sees: a copy-on-generation view of the cache."""
-
-    def sync_from(self, live: NodeTable) -> int:
-        """Copy the rows that changed in ``live`` since the last sync; returns how many."""
-        self.row_space = live.row_space
-        if live.columns.names != self.columns.names:
-            self.columns = live.columns.copy()
-            self.alloc = np.zeros((0, len(self.columns)), dtype=np.int64)
-            self.req = np.zeros((0, len(self.columns)), dtype=np.int64)
-            self.req_nz = np.zeros((0, len(self.columns)), dtype=np.int64)
-            self.gen = np.zeros(0, dtype=np.int64)
-        cap = len(live.alive)
-        if self.alloc.shape[0] != cap or self.alloc.shape[1] != live.alloc.shape[1]:
-            self.alloc = live.alloc.copy()
-            self.req = live.req.copy()
-            self.req_nz = live.req_nz.copy()
-            self.alive = live.alive.copy()
-            self.unschedulable = live.unschedulable.copy()
-            self.taint_group = live.taint_group.copy()
-            self.gen = np.full(cap, -1, dtype=np.int64)
-            self.infos = [None] * live.size
-        n = live.size
-        if len(self.infos) < n:
-            self.infos.extend([None] * (n - len(self.infos)))
-        changed = np.flatnonzero(live.gen[:n] != self.gen[:n])
-        if changed.size:
-            self.alloc[changed] = live.alloc[changed]
-            self.req[changed] = live.req[changed]
-            self.req_nz[changed] = live.req_nz[changed]
-            self.alive[changed] = live.alive[changed]
-            self.unschedulable[changed] = live.unschedulable[changed]
-            self.taint_group[changed] = live.taint_group[changed]
-            self.gen[changed] = live.gen[changed]
-            for i in changed.tolist():
-                src = live.infos[i]
-                self.infos[i] = src.clone() if src is not None else None
-        self.size = n
-        if self.shape_version != live.shape_version:
-            self.index = dict(live.index)
-            self.taint_sets = list(live.taint_sets)
-            self.shape_version = live.shape_version
-        return int(changed.size)

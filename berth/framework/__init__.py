@@ -16,7 +16,8 @@ plugins that think one node at a time.
 
 from __future__ import annotations
 
-from berth.cache.table import NodeInfo, NodeTable, PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.framework.decision import Decision, DecisionKind, Reason
 from berth.framework.handle import (

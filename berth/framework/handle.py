@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from berth.cache.cache import Cache
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework.decision import Decision
 from berth.metrics import Metrics

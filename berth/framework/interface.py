@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, run
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeInfo, NodeTable, PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model
 
 if TYPE_CHECKING:

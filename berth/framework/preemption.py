@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from berth.cache.table import NodeInfo, NodeTable, PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 from berth.framework import interface as fw
 from berth.framework.runtime import Framework

@@ -22,7 +22,8 @@ from typing import ClassVar
 
 import msgspec
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle

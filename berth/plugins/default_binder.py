@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 

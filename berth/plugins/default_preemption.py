@@ -29,7 +29,8 @@ from typing import ClassVar
 
 import msgspec
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.framework.decision import Decision, DecisionKind

@@ -23,7 +23,8 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo, normalize_image
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable, normalize_image
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 

@@ -8,7 +8,7 @@ not taken by another pod meanwhile.
 
 from __future__ import annotations
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 
 __all__ = ["Nominator"]
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 from berth.queue.nominator import Nominator
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 
 __all__ = ["WaitingPods"]

@@ -15,7 +15,8 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.framework.runtime import FilterOutcome, Framework, ScoreOutcome

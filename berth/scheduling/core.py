@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from berth.cache.cache import Cache
-from berth.cache.table import PodInfo, Snapshot
+from berth.cache.infos import PodInfo
+from berth.cache.snapshot import Snapshot
 from berth.cluster import model
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration

@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.cluster.sources import BindConflict
 from berth.framework import interface as fw

@@ -28,7 +28,8 @@ import msgspec
 import numpy as np
 
 from berth import app
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.config import BerthConfiguration
 from berth.framework import interface as fw

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from berth.cache.cache import Cache, CacheError
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.testing import make_node, make_pod
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth import config
+from berth import app, config
 from berth.framework import registry
 
 
@@ -149,4 +149,39 @@ def test_camel_cased_initialisms_are_unknown_fields(key: str) -> None:
         {key: 1} if key.startswith("assumed") else {"http": {"tls": {"certFile": "c", "keyFile": "k", key: "x"}}}
     )
     with pytest.raises(config.ConfigError, match="unknown field"):
+        config.parse(doc)
+
+
+def _coscheduling_timeout(cfg: config.BerthConfiguration) -> float:
+    plugin = app.build(cfg, run_loop=False).core.frameworks["berth"].plugins["Coscheduling"]
+    return float(plugin.args.schedule_timeout_seconds)
+
+
+@pytest.mark.parametrize(
+    ("doc", "timeout"),
+    [
+        ({}, 60.0),  # scheduler-plugins' default
+        ({"profiles": [{"pluginConfig": [{"name": "Coscheduling", "args": {"scheduleTimeoutSeconds": 5}}]}]}, 5.0),
+        ({"gangScheduleTimeoutSeconds": 7}, 7.0),  # deprecated global field, still honoured
+        (  # the plugin's own argument wins over the deprecated field
+            {
+                "gangScheduleTimeoutSeconds": 7,
+                "profiles": [{"pluginConfig": [{"name": "Coscheduling", "args": {"scheduleTimeoutSeconds": 5}}]}],
+            },
+            5.0,
+        ),
+    ],
+)
+def test_gang_timeout_is_coschedulings_argument(doc: dict[str, Any], timeout: float) -> None:
+    assert _coscheduling_timeout(config.parse(doc)) == timeout
+
+
+def test_the_deprecated_gang_timeout_warns(caplog: pytest.LogCaptureFixture) -> None:
+    config.parse({"gangScheduleTimeoutSeconds": 7})
+    assert "gangScheduleTimeoutSeconds is deprecated" in caplog.text
+
+
+def test_coscheduling_rejects_a_non_positive_timeout() -> None:
+    doc = {"profiles": [{"pluginConfig": [{"name": "Coscheduling", "args": {"scheduleTimeoutSeconds": 0}}]}]}
+    with pytest.raises(config.ConfigError, match=r"pluginConfig\[0\]\.args: scheduleTimeoutSeconds: must be greater"):
         config.parse(doc)

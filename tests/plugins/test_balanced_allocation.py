@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from berth.cache.table import PodInfo, normalize_image
+from berth.cache.infos import PodInfo
+from berth.cache.table import normalize_image
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry

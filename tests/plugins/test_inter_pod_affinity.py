@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs

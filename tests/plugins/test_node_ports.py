@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.plugins.helpers import default_normalize_score, tolerates

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 from berth.plugins.priority_sort import PrioritySort
 from berth.plugins.scheduling_gates import SchedulingGates

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.cache.table import PodInfo
+from berth.cache.infos import PodInfo
 from berth.framework import interface as fw
 from berth.queue.nominator import Nominator
 from berth.queue.scheduling_queue import SchedulingQueue

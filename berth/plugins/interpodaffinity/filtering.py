@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.cache import podindex
-from berth.cache.table import NodeInfo, NodeTable, PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
+from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.plugins.helpers import DomainCounts
 from berth.plugins.interpodaffinity.terms import AffinityPods, Term, Terms, terms_of

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.plugins.interpodaffinity.terms import AffinityPods, terms_of
 

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 import msgspec
 
 from berth.cache import podindex
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 from berth.framework.handle import Handle
 

@@ -28,7 +28,8 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import resources
 from berth.framework import interface as fw
 from berth.framework.handle import Handle

@@ -23,7 +23,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import model, resources
 from berth.framework import interface as fw
 from berth.plugins.noderesources.args import (

@@ -22,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.cache import podindex
-from berth.cache.table import NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 from berth.framework.handle import Handle
 from berth.plugins.helpers import DO_NOT_SCHEDULE, first_untolerated, label_selector_mask, node_selector_mask

@@ -20,7 +20,8 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import NodeInfo, NodeTable, PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
+from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.plugins.helpers import DomainCounts, first_untolerated
 from berth.plugins.podtopologyspread.common import (

@@ -15,7 +15,8 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-from berth.cache.table import HOSTNAME_LABEL, NodeTable, PodInfo
+from berth.cache.infos import PodInfo
+from berth.cache.table import HOSTNAME_LABEL, NodeTable
 from berth.framework import interface as fw
 from berth.plugins.helpers import DomainCounts
 from berth.plugins.podtopologyspread.common import SCHEDULE_ANYWAY, Constraint, Counting, constraints_of

@@ -1,0 +1,92 @@
+"""A pod and a node as plugins see them: kube-scheduler's ``framework.PodInfo``
+and ``framework.NodeInfo`` (``staging/src/k8s.io/kube-scheduler/framework/types.go``),
+with what scheduling derives from the objects computed once."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from berth.cluster import model, resources
+
+__all__ = ["NodeInfo", "PodInfo"]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class PodInfo:
+    """A pod with what scheduling derives from it, computed once.
+
+    (kube-scheduler's ``framework.PodInfo``.)
+    """
+
+    pod: model.Pod
+    uid: str
+    key: str
+    requests: dict[str, int]
+    non_zero: dict[str, int]
+    host_ports: list[tuple[str, str, int]]
+
+    @classmethod
+    def of(cls, pod: model.Pod) -> PodInfo:
+        md = pod.metadata
+        # schedutil.GetHostPorts: containers and sidecars (restartable init
+        # containers); other init containers have exited before the pod runs.
+        ports: list[tuple[str, str, int]] = []
+        sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+        for c in (*sidecars, *pod.spec.containers):
+            for p in c.ports:
+                if p.host_port > 0:
+                    ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
+        return cls(
+            pod=pod,
+            uid=md.uid or pod.key,
+            key=pod.key,
+            requests=resources.pod_requests(pod),
+            non_zero=resources.pod_requests(pod, non_zero=True),
+            host_ports=ports,
+        )
+
+    @property
+    def priority(self) -> int:
+        return self.pod.spec.priority or 0
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.metadata.namespace or "default"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.pod.metadata.labels
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class NodeInfo:
+    """One node and the pods Berth knows on it (``framework.NodeInfo``).
+
+    ``node`` is None for a node the cache has pods for but no Node object yet
+    (informers can deliver a pod before its node).
+    """
+
+    name: str
+    node: model.Node | None = None
+    pods: dict[str, PodInfo] = dataclasses.field(default_factory=dict)
+    # (hostIP, protocol, port) -> number of pods using it.
+    used_ports: dict[tuple[str, str, int], int] = dataclasses.field(default_factory=dict)
+    generation: int = 0
+
+    def clone(self) -> NodeInfo:
+        return NodeInfo(self.name, self.node, dict(self.pods), dict(self.used_ports), self.generation)
+
+    def add_pod(self, pi: PodInfo) -> None:
+        self.pods[pi.uid] = pi
+        for port in pi.host_ports:
+            self.used_ports[port] = self.used_ports.get(port, 0) + 1
+
+    def remove_pod(self, pi: PodInfo) -> None:
+        if self.pods.pop(pi.uid, None) is None:
+            return
+        for port in pi.host_ports:
+            left = self.used_ports.get(port, 0) - 1
+            if left > 0:
+                self.used_ports[port] = left
+            else:
+                self.used_ports.pop(port, None)
