@@ -51,7 +51,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/ruff check berth tests bench scripts examples
-	$(BIN)/mypy berth
+	$(BIN)/mypy berth examples/plugins/berth-gpu-affinity/src
 	$(BIN)/lint-imports
 
 # Regenerate the committed protobuf stubs (with .pyi from mypy-protobuf) into

@@ -12,7 +12,11 @@ them — what ``kopf.testing`` is for operators.
     )
     plugin = MyPlugin(None, cluster.handle())
     assert cluster.filter(plugin, testing.make_pod(requests={"cpu": "2"})) == {"n1": Status.unschedulable(...)}
-    print(cluster.explain(testing.make_pod(), config=my_config).summary)
+
+    # A whole profile, with the plugin registered without installing it:
+    testing.register(MyPlugin)
+    cfg = testing.parse_config({"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "MyPlugin"}]}}}]})
+    print(testing.Cluster(nodes, pods, config=cfg).explain(testing.make_pod()).summary)
 
 Everything is built by :func:`berth.app.build`, the same composition root
 ``berth serve`` uses, so a plugin sees exactly the Handle it gets in
@@ -32,15 +36,20 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.config import BerthConfiguration
+from berth.config import parse as parse_config
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
+from berth.framework.registry import register
 from berth.scheduling import explain as explaining
 
 __all__ = [
+    "BerthConfiguration",
     "Cluster",
     "filter_statuses",
     "make_node",
     "make_pod",
+    "parse_config",
+    "register",
     "run_filter",
     "scores",
 ]
@@ -82,6 +91,7 @@ def make_pod(
     containers: Sequence[Mapping[str, Any]] | None = None,
     node_name: str = "",
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
     priority: int | None = None,
     spec: Mapping[str, Any] | None = None,
     scheduler_name: str = "",
@@ -104,6 +114,7 @@ def make_pod(
                 "namespace": namespace,
                 "uid": uid or f"uid-{namespace}-{name}",
                 "labels": dict(labels or {}),
+                "annotations": dict(annotations or {}),
             },
             "spec": raw_spec,
         },

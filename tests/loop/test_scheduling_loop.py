@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from berth.cluster import model
@@ -242,3 +244,30 @@ async def test_required_affinity_follows_the_pod_it_names(berth: Berth) -> None:
     berth.pods(*(berth_pod(f"web{i}", spec={"affinity": aff}) for i in range(3)))
     await berth.settle()
     assert {berth.node_of(f"default/web{i}") for i in range(3)} == {"b0"}
+
+
+async def test_waiting_gang_members_are_released_when_coschedulings_timeout_runs_out() -> None:
+    """Two members fit and wait at Permit; the third stays behind a scheduling
+    gate, so after Coscheduling's scheduleTimeoutSeconds (60 s by default, on
+    the virtual clock) the waiting two are rejected and release their nodes."""
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="4", pods=110))
+        berth.core.on_pod_group(
+            model.PodGroup(
+                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
+            )
+        )
+        member = {"scheduling.x-k8s.io/pod-group": "g"}
+        berth.pods(
+            berth_pod("m0", labels=member, requests={"cpu": "1"}),
+            berth_pod("m1", labels=member, requests={"cpu": "1"}),
+            berth_pod("m2", labels=member, requests={"cpu": "1"}, spec={"schedulingGates": [{"name": "hold"}]}),
+        )
+        await asyncio.sleep(59)
+        assert sorted(berth.scheduler.waiting.uids()) == ["uid-default-m0", "uid-default-m1"]
+        assert berth.core.cache.assumed_count == 2
+        await asyncio.sleep(2)
+        # Rejected at 60 s: nothing was bound, and the FailedScheduling report says why.
+        assert berth.bound() == {}
+        timed_out = "rejected due to timeout after waiting 60s at plugin Coscheduling"
+        assert any(timed_out in m for _, r, m in berth.cluster.events if r == "FailedScheduling"), berth.cluster.events
