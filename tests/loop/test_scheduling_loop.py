@@ -12,6 +12,13 @@ from berth.testing import make_node, make_pod
 from tests.loop.conftest import Berth, make_config, running
 
 
+def add_gang(berth: Berth, name: str, *, min_member: int) -> None:
+    group = model.PodGroup(
+        metadata=model.ObjectMeta(name=name, namespace="default"), spec=model.PodGroupSpec(min_member=min_member)
+    )
+    berth.core.on_pod_group(group)
+
+
 def berth_pod(name: str, **kw: object) -> model.Pod:
     return make_pod(name, scheduler_name="berth", **kw)  # type: ignore[arg-type]
 
@@ -109,11 +116,7 @@ async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
 async def test_gang_waits_for_min_member_then_binds_all_together() -> None:
     async with running() as berth:
         berth.nodes(*(make_node(f"n{i}", cpu="4", pods=110) for i in range(2)))
-        berth.core.on_pod_group(
-            model.PodGroup(
-                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
-            )
-        )
+        add_gang(berth, "g", min_member=3)
         member = {"scheduling.x-k8s.io/pod-group": "g"}
         berth.pods(
             berth_pod("m0", labels=member, requests={"cpu": "1"}), berth_pod("m1", labels=member, requests={"cpu": "1"})
@@ -129,11 +132,7 @@ async def test_gang_waits_for_min_member_then_binds_all_together() -> None:
 async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
     async with running() as berth:
         berth.nodes(make_node("n0", cpu="4", pods=110))
-        berth.core.on_pod_group(
-            model.PodGroup(
-                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
-            )
-        )
+        add_gang(berth, "g", min_member=3)
         member = {"scheduling.x-k8s.io/pod-group": "g"}
         berth.pods(*(berth_pod(f"m{i}", labels=member, requests={"cpu": "2"}) for i in range(3)))
         # Two members fit and wait at Permit; the third fits nowhere, and its
@@ -252,11 +251,7 @@ async def test_waiting_gang_members_are_released_when_coschedulings_timeout_runs
     the virtual clock) the waiting two are rejected and release their nodes."""
     async with running() as berth:
         berth.nodes(make_node("n0", cpu="4", pods=110))
-        berth.core.on_pod_group(
-            model.PodGroup(
-                metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=3)
-            )
-        )
+        add_gang(berth, "g", min_member=3)
         member = {"scheduling.x-k8s.io/pod-group": "g"}
         berth.pods(
             berth_pod("m0", labels=member, requests={"cpu": "1"}),
