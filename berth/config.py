@@ -38,10 +38,12 @@ from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, Plugin
 
 __all__ = [
     "API_VERSION",
+    "DEFAULT_HOST",
     "KIND",
     "BerthConfiguration",
     "ConfigError",
     "ExtenderConfig",
+    "GrpcAuthConfig",
     "GrpcConfig",
     "HttpConfig",
     "LeaderElectionConfig",
@@ -76,19 +78,50 @@ class TLSConfig(_Cfg):
     client_ca_file: str | None = msgspec.field(default=None, name="clientCAFile")
 
 
+#: Where ``berth serve`` listens unless told otherwise: loopback only. The
+#: Helm chart sets 0.0.0.0 (and turns on authentication of mutating RPCs).
+DEFAULT_HOST = "127.0.0.1"
+
+
 class HttpConfig(_Cfg):
-    host: str = "0.0.0.0"
+    host: str = DEFAULT_HOST
     port: int = 8888
     tls: TLSConfig | None = None
-    #: Requests bigger than this get 413. The default holds 15000 full nodes.
+    #: Requests bigger than this get 413 (measured after inflating a
+    #: gzip/deflate body). The default holds 15000 full nodes.
     max_body_bytes: int = 256 * 1024 * 1024
+    #: A keep-alive connection with no request for this long is closed
+    #: (Go's http.Server IdleTimeout).
+    idle_timeout_seconds: float = 60.0
+    #: The request line and headers must arrive within this (ReadHeaderTimeout).
+    read_header_timeout_seconds: float = 10.0
+    #: The whole body must arrive within this (ReadTimeout).
+    read_timeout_seconds: float = 60.0
+
+
+class GrpcAuthConfig(_Cfg):
+    """Who may call the mutating RPCs (the Cluster feed, Submit, Cancel, Bind).
+
+    A client is authenticated by a client certificate (``grpc.tls.clientCAFile``)
+    or by ``authorization: Bearer <token>`` metadata matching the token in
+    ``tokenFile`` (compared in constant time). Read-only RPCs stay open.
+    """
+
+    #: A file holding the bearer token (e.g. a mounted Secret); surrounding
+    #: whitespace is ignored.
+    token_file: str | None = None
+    #: Without a token or client CA, a server listening beyond loopback
+    #: refuses to start unless this says unauthenticated mutations are wanted.
+    allow_unauthenticated_mutations: bool = False
 
 
 class GrpcConfig(_Cfg):
-    host: str = "0.0.0.0"
+    host: str = DEFAULT_HOST
     port: int = 50051
     tls: TLSConfig | None = None
+    #: Largest request or response message, measured after decompression.
     max_message_bytes: int = 64 * 1024 * 1024
+    auth: GrpcAuthConfig = msgspec.field(default_factory=GrpcAuthConfig)
 
 
 class ExtenderConfig(_Cfg):
@@ -134,6 +167,9 @@ class BerthConfiguration(_Cfg):
     grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
     extender: ExtenderConfig = msgspec.field(default_factory=ExtenderConfig)
     leader_election: LeaderElectionConfig = msgspec.field(default_factory=LeaderElectionConfig)
+    #: On SIGTERM both servers stop accepting, finish what is in flight for
+    #: at most this long, then close what is left.
+    shutdown_grace_period_seconds: float = 10.0
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
@@ -212,6 +248,17 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{name}: {port} is not a valid port")
     if cfg.http.max_body_bytes <= 0:
         raise ConfigError("http.maxBodyBytes: must be greater than 0")
+    if cfg.grpc.max_message_bytes <= 0:
+        raise ConfigError("grpc.maxMessageBytes: must be greater than 0")
+    for name, seconds in (
+        ("http.idleTimeoutSeconds", cfg.http.idle_timeout_seconds),
+        ("http.readHeaderTimeoutSeconds", cfg.http.read_header_timeout_seconds),
+        ("http.readTimeoutSeconds", cfg.http.read_timeout_seconds),
+    ):
+        if not seconds > 0:
+            raise ConfigError(f"{name}: must be greater than 0")
+    if not cfg.shutdown_grace_period_seconds >= 0:
+        raise ConfigError("shutdownGracePeriodSeconds: must not be negative")
     le = cfg.leader_election
     if le.leader_elect:
         # component-base's leader election validation (and the library's).

@@ -20,6 +20,7 @@ from berth.cache.snapshot import Snapshot
 from berth.cluster import model
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration
+from berth.errors import InvalidArgument
 from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
@@ -38,7 +39,7 @@ LEGACY_SCHEDULER_ANNOTATION = "scheduler.alpha.kubernetes.io/name"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 
-class VerbError(ValueError):
+class VerbError(InvalidArgument):
     """A request the core cannot evaluate (bad pod, unknown profile); a client error."""
 
 
