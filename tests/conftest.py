@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Generated tests: a bounded sample in `make test` ("default"), long runs in
+# `make fuzz` (HYPOTHESIS_PROFILE=fuzz). Tests leave max_examples to these
+# profiles so one switch scales them all. No deadline: these 2-core machines
+# are noisy, and speed is the benchmarks' job.
+settings.register_profile("default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(autouse=True)
