@@ -224,7 +224,10 @@ class Framework:
             if self._normalizes[p.NAME]:
                 raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
             if raw.size and (raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE):
-                raise ValueError(
+                # A plugin bug, never the request's fault (in-tree plugins keep
+                # their range for any request): not a ValueError, which edges
+                # read as a client error.
+                raise RuntimeError(
                     f"plugin {p.NAME} returned scores outside "
                     f"[{fw.MIN_NODE_SCORE}, {fw.MAX_NODE_SCORE}]: {raw.min()}..{raw.max()}"
                 )

@@ -21,7 +21,10 @@ from berth.cluster import labels, model
 
 __all__ = [
     "DO_NOT_SCHEDULE",
+    "INT32_MAX",
+    "INT32_MIN",
     "DomainCounts",
+    "clamp_int32",
     "default_normalize_score",
     "first_untolerated",
     "label_selector_mask",
@@ -39,17 +42,36 @@ PREFER_NO_SCHEDULE = "PreferNoSchedule"
 #: helper.DoNotScheduleTaintsFilterFunc: the effects Filter enforces.
 DO_NOT_SCHEDULE = frozenset((NO_SCHEDULE, NO_EXECUTE))
 
+#: The range of the API's int32 fields that feed scores (affinity weights,
+#: maxSkew). A pod that reached Berth without the API server's validation
+#: may carry any integer there; bounding it keeps every sum in int64.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def clamp_int32(value: int) -> int:
+    """``value`` bounded to int32, the type the Kubernetes API gives it."""
+    return min(max(value, INT32_MIN), INT32_MAX)
+
 
 def default_normalize_score(scores: IntArray, max_priority: int = 100, reverse: bool = False) -> IntArray:
     """helper.DefaultNormalizeScore: scale to 0..max_priority by the highest
     score (integer division), optionally reversed; all zeros stay zero, or
-    become max_priority when reversed."""
-    scores = np.asarray(scores, dtype=np.int64)
+    become max_priority when reversed.
+
+    The result is always in [0, max_priority]. Upstream's raw scores are
+    never negative (weights the API server bounds to 1..100); a negative one
+    here (a weight only a request that skipped that validation can carry)
+    counts as 0, where Go would return it unchanged and fail the cycle. A
+    maximum too large for ``max_priority * score`` in int64 is scaled exactly.
+    """
+    scores = np.maximum(np.asarray(scores, dtype=np.int64), 0)
     top = int(scores.max()) if scores.size else 0
     if top == 0:
         return np.full_like(scores, max_priority) if reverse else scores.copy()
-    out = max_priority * scores // top
-    out = np.asarray(out, dtype=np.int64)
+    if top > np.iinfo(np.int64).max // max(max_priority, 1):
+        out = np.asarray(scores.astype(object) * max_priority // top, dtype=np.int64)
+    else:
+        out = np.asarray(max_priority * scores // top, dtype=np.int64)
     return max_priority - out if reverse else out
 
 

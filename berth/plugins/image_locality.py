@@ -65,6 +65,7 @@ class ImageLocality:
         containers = (*spec.init_containers, *spec.containers)
         total_nodes = len(nodes.alive_rows())
         sums = np.zeros(nodes.size, dtype=np.int64)
+        cap = MAX_CONTAINER_THRESHOLD * max(len(containers), 1)
         if total_nodes:
             images = nodes.images()
             for c in containers:
@@ -75,6 +76,10 @@ class ImageLocality:
                 # One ImageStateSummary per node: a node listing a name twice counts once.
                 uniq, first = np.unique(img_rows, return_index=True)
                 spread = float(len(uniq)) / float(total_nodes)
-                # int64(float64(imageState.Size) * spread): truncation toward zero.
-                sums[uniq] += (sizes[first].astype(np.float64) * spread).astype(np.int64)
+                # int64(float64(imageState.Size) * spread): truncation toward
+                # zero. Terms and the running sum are bounded by the sum's cap
+                # (a size is never negative, and calculatePriority caps the
+                # sum anyway): absurd sizes neither wrap the sum nor the cast.
+                scaled = np.clip(sizes[first].astype(np.float64) * spread, 0.0, float(cap))
+                sums[uniq] = np.minimum(sums[uniq] + scaled.astype(np.int64), cap)
         return calculate_priority(sums[rows], len(containers))

@@ -35,7 +35,13 @@ from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
-from berth.plugins.helpers import default_normalize_score, label_selector_mask, node_selector_mask, term_mask
+from berth.plugins.helpers import (
+    clamp_int32,
+    default_normalize_score,
+    label_selector_mask,
+    node_selector_mask,
+    term_mask,
+)
 
 __all__ = ["ERR_REASON_CONFLICT", "ERR_REASON_ENFORCED", "ERR_REASON_POD", "NodeAffinity", "NodeAffinityArgs"]
 
@@ -169,7 +175,8 @@ class NodeAffinity:
         for pref in (*self.added_preferred, *_preferred(pod.pod)):
             if pref.weight == 0:
                 continue
-            total += np.where(term_mask(nodes, pref.preference), pref.weight, 0)
+            # v1.PreferredSchedulingTerm.Weight is an int32 (see clamp_int32).
+            total += np.where(term_mask(nodes, pref.preference), clamp_int32(pref.weight), 0)
         out: IntArray = total[rows]
         return out
 

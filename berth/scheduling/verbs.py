@@ -5,19 +5,29 @@ wire formats are the adapters': JSON in ``berth.adapters.http``, protobuf in
 
 Nodes come either as names resolved in the cache (``nodeCacheCapable``) or
 as full objects (a throw-away table of exactly those nodes, with the pods
-Berth knows on them counted, as an informer-fed extender would).
+Berth knows on them counted, as an informer-fed extender would). Either way
+a node is named once: a name listed twice, or a node without one, is an
+:class:`~berth.errors.InvalidArgument` naming the index (kube-scheduler
+never sends either; answering for one of two would be a guess). Error paths
+use the extender wire's Go field names (``Pod``, ``Nodes.items[3]``,
+``NodeNames[3]``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+from collections import OrderedDict
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
-from berth.cluster import model
+from berth.cluster import model, resources
+from berth.errors import InvalidArgument
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.scheduling.core import Core, VerbError
@@ -28,6 +38,32 @@ IntArray = npt.NDArray[np.int64]
 
 #: k8s.io/kube-scheduler/extender/v1: MinExtenderPriority..MaxExtenderPriority.
 MAX_EXTENDER_PRIORITY = 10
+
+#: The node-name resolutions kept (one per distinct node list) and what they
+#: may weigh in all: 8 bytes per name (its row, or its index when unknown).
+#: 4 MiB holds eight lists of ~65 000 nodes; a list over 4 MiB is not kept.
+RESOLUTIONS_MAX_ENTRIES = 8
+RESOLUTIONS_MAX_BYTES = 4 << 20
+_MISSING = "node is unknown to Berth's cache"
+
+
+def _quote(name: str) -> str:
+    """A name as a field error quotes it, cut to a DNS subdomain's 253 characters."""
+    return json.dumps(name if len(name) <= 253 else name[:253] + "...")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Resolution:
+    """A node list resolved against one snapshot shape: the rows of the known
+    names, in order, and the indexes of the unknown ones (no names are kept:
+    the caller has the list)."""
+
+    rows: IntArray
+    missing: IntArray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.nbytes + self.missing.nbytes) + 64
 
 
 @dataclasses.dataclass(slots=True)
@@ -70,9 +106,10 @@ class Extender:
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        # (table, names, rows): the last node-name resolution, reused by the verb that asked for it.
-        self._resolved: tuple[NodeTable, list[str], IntArray] | None = None
-        self._resolutions: dict[tuple[int, tuple[str, ...]], tuple[IntArray, dict[str, str]]] = {}
+        # (shape_version, digest of the node list) -> its resolution; LRU,
+        # bounded by RESOLUTIONS_MAX_ENTRIES and RESOLUTIONS_MAX_BYTES.
+        self._resolutions: OrderedDict[tuple[int, bytes], _Resolution] = OrderedDict()
+        self._resolutions_bytes = 0
 
     # ------------------------------------------------------------ verbs
 
@@ -86,8 +123,8 @@ class Extender:
     ) -> FilterResult:
         """Names that pass, in input order, and why the others do not
         (kube-scheduler's ``findNodesThatPassExtenders`` reads this)."""
-        pi, table, names, missing = self._inputs(pod, names, nodes)
-        return self._filter(pi, profile, table, names, missing)
+        pi, table, names, missing, rows = self._inputs(pod, names, nodes)
+        return self._filter(pi, profile, table, names, missing, rows)
 
     def prioritize(
         self,
@@ -98,8 +135,8 @@ class Extender:
         profile: str = "",
     ) -> PrioritizeResult:
         """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
-        pi, table, names, missing = self._inputs(pod, names, nodes)
-        return self._prioritize(pi, profile, table, names, missing)
+        pi, table, names, missing, rows = self._inputs(pod, names, nodes)
+        return self._prioritize(pi, profile, table, names, missing, rows)
 
     def preempt(
         self, pod: model.Pod, victims: dict[str, VictimsRequest], *, profile: str = ""
@@ -148,47 +185,62 @@ class Extender:
 
     def _inputs(
         self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | None
-    ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str]]:
-        """The pod, the table to judge on, the input names in order, and the unknown ones."""
+    ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str], IntArray | None]:
+        """The pod, the table to judge on, the input names in order, the
+        unknown ones, and the rows of ``names`` when every one is known."""
         pi = pod_info(pod)
         if nodes is not None:
-            return pi, self.table_of_nodes(nodes), [n.metadata.name for n in nodes], {}
+            table = self.table_of_nodes(nodes)
+            node_names = [n.metadata.name for n in nodes]
+            return pi, table, node_names, {}, table.rows_of(node_names)
         snap = self.core.snapshot()
         names = names or []
-        return pi, snap, names, self._unknown(snap, names)
+        found = self._resolve(snap, names)
+        if not len(found.missing):
+            return pi, snap, names, {}, found.rows
+        return pi, snap, names, dict.fromkeys((names[k] for k in found.missing.tolist()), _MISSING), None
 
-    def _unknown(self, snap: NodeTable, names: list[str]) -> dict[str, str]:
-        """Names that are not alive nodes of the cache; the rows of the known
-        ones are remembered for the evaluation that follows.
+    def _resolve(self, snap: NodeTable, names: list[str]) -> _Resolution:
+        """Which names are alive nodes of the cache, and their rows.
 
         kube-scheduler sends the same node list again and again (every pod's
         filter, then its prioritize with the survivors), so resolutions are
-        memoised per list while the set of nodes (``shape_version``) holds.
+        memoised per list while the set of nodes (``shape_version``) holds —
+        keyed by a digest of the list, and holding only integers, so a
+        request's names are not kept once it ends.
         """
-        key = (snap.shape_version, tuple(names))
+        key = (snap.shape_version, hashlib.blake2b(msgspec.msgpack.encode(names), digest_size=16).digest())
         hit = self._resolutions.get(key)
-        if hit is None:
-            rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
-            known = rows >= 0
-            known[known] = snap.alive[rows[known]]
-            missing = (
-                {}
-                if known.all()
-                else {names[k]: "node is unknown to Berth's cache" for k in np.flatnonzero(~known).tolist()}
-            )
-            hit = (rows[known], missing)
-            if len(self._resolutions) >= 8:
-                del self._resolutions[next(iter(self._resolutions))]
+        if hit is not None:
+            self._resolutions.move_to_end(key)
+            return hit
+        _check_names(names, "NodeNames")
+        rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+        known = rows >= 0
+        known[known] = snap.alive[rows[known]]
+        hit = _Resolution(rows[known], np.flatnonzero(~known).astype(np.int64))
+        if hit.nbytes <= RESOLUTIONS_MAX_BYTES:
             self._resolutions[key] = hit
-        self._resolved = (snap, names, hit[0])
-        return dict(hit[1])
+            self._resolutions_bytes += hit.nbytes
+            while len(self._resolutions) > RESOLUTIONS_MAX_ENTRIES or self._resolutions_bytes > RESOLUTIONS_MAX_BYTES:
+                _, old = self._resolutions.popitem(last=False)
+                self._resolutions_bytes -= old.nbytes
+        return hit
 
     def table_of_nodes(self, nodes: list[model.Node]) -> NodeTable:
         """A table of exactly ``nodes`` (the extender's full-object mode), with
         the pods Berth knows on each of them counted, as an informer-fed
-        extender would."""
+        extender would. Raises InvalidArgument for a nameless or repeated
+        node, or a bad quantity, naming ``Nodes.items[i]``."""
+        _check_names([n.metadata.name for n in nodes], "Nodes.items", ".metadata.name")
         snap = self.core.snapshot()
-        table = NodeTable.of_nodes(nodes, snap.columns)
+        try:
+            table = NodeTable.of_nodes(nodes, snap.columns)
+        except resources.QuantityError as e:
+            # Which node: looked for only now, the common case pays nothing.
+            at = next((i for i, n in enumerate(nodes) if _bad_allocatable(n)), None)
+            where = "Nodes.items" if at is None else f"Nodes.items[{at}]"
+            raise resources.QuantityError(e.value, e.detail, f"{where}.{e.path}" if e.path else where) from None
         table.ensure_columns()
         known = [(i, snap.index[n.metadata.name]) for i, n in enumerate(nodes) if n.metadata.name in snap.index]
         if known:
@@ -205,12 +257,6 @@ class Extender:
                     dst_info.used_ports = src_info.used_ports
         return table
 
-    def _rows(self, table: NodeTable, names: list[str]) -> IntArray:
-        resolved = self._resolved
-        if resolved is not None and resolved[0] is table and resolved[1] is names:
-            return resolved[2]
-        return table.rows_of(names)
-
     def _pass_through(self, pod: PodInfo) -> bool:
         ext = self.core.cfg.extender
         if not ext.pass_through_unmanaged or not ext.managed_resources:
@@ -220,13 +266,17 @@ class Extender:
     # ------------------------------------------------------------ evaluation
 
     def _filter(
-        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+        self,
+        pod: PodInfo,
+        profile: str,
+        table: NodeTable,
+        names: list[str],
+        missing: dict[str, str],
+        rows: IntArray | None,
     ) -> FilterResult:
         fwk = self.core.framework_for(profile)
         res = FilterResult(unresolvable=dict(missing))
         known = [n for n in names if n not in missing] if missing else names
-        if missing:
-            self._resolved = None
         if self._pass_through(pod):
             res.passed = list(known)
             return res
@@ -246,7 +296,8 @@ class Extender:
                 if n not in allowed:
                     res.unresolvable[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
             known = [n for n in known if n in allowed]
-        rows = self._rows(table, known)
+        if rows is None or known is not names:
+            rows = table.rows_of(known)
         out = fwk.run_filter(state, pod, table, rows)
         if out.ok.all():
             res.passed = list(known)
@@ -259,7 +310,13 @@ class Extender:
         return res
 
     def _prioritize(
-        self, pod: PodInfo, profile: str, table: NodeTable, names: list[str], missing: dict[str, str]
+        self,
+        pod: PodInfo,
+        profile: str,
+        table: NodeTable,
+        names: list[str],
+        missing: dict[str, str],
+        rows: IntArray | None,
     ) -> PrioritizeResult:
         fwk = self.core.framework_for(profile)
         scores = np.zeros(len(names), dtype=np.int64)
@@ -272,7 +329,8 @@ class Extender:
         status, _ = fwk.run_pre_filter(state, pod, table)
         if not (status.ok or status.code == fw.Code.SKIP):
             return res
-        rows = self._rows(table, known)
+        if rows is None:
+            rows = table.rows_of(known)
         st = fwk.run_pre_score(state, pod, table, rows)
         if not st.ok:
             res.error = f"{st.plugin}: {st.message()}"
@@ -293,4 +351,30 @@ def pod_info(pod: model.Pod) -> PodInfo:
         raise VerbError("pod: required (a pod with metadata.name)")
     if not pod.metadata.namespace:
         pod.metadata.namespace = "default"
-    return PodInfo.of(pod)
+    try:
+        return PodInfo.of(pod)
+    except resources.QuantityError as e:
+        raise resources.QuantityError(e.value, e.detail, f"Pod.{e.path}" if e.path else "Pod") from None
+
+
+def _bad_allocatable(node: model.Node) -> bool:
+    try:
+        resources.node_allocatable(node)
+    except resources.QuantityError:
+        return True
+    return False
+
+
+def _check_names(names: list[str], path: str, suffix: str = "") -> None:
+    """Every node named, and once (``field.Required`` / ``field.Duplicate``'s wording)."""
+    if len(set(names)) == len(names) and all(names):
+        return
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if not name:
+            raise InvalidArgument(f"{path}[{i}]{suffix}: Required value: a node name is required")
+        if name in first:
+            raise InvalidArgument(
+                f"{path}[{i}]{suffix}: Duplicate value: {_quote(name)} (also {path}[{first[name]}]{suffix})"
+            )
+        first[name] = i

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import decimal
+import math
+import re
+import time
+from fractions import Fraction
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from berth import errors
 from berth.cluster import resources
-from berth.testing import make_pod
+from berth.testing import make_node, make_pod
 
 
 @pytest.mark.parametrize(
@@ -30,10 +40,359 @@ def test_quantity_parses_to_canonical_units(name: str, text: str | float, want: 
     assert resources.canonical(name, text) == want
 
 
-@pytest.mark.parametrize("bad", ["lots", "1Gb", "", "1.2.3", "--1", True])
+@pytest.mark.parametrize("bad", ["lots", "1Gb", "", "1.2.3", "--1", True, None, [], {}, float("inf"), float("nan")])
 def test_invalid_quantity_is_rejected(bad: object) -> None:
     with pytest.raises(resources.QuantityError):
         resources.canonical("memory", bad)  # type: ignore[arg-type]
+
+
+def test_quantity_error_is_a_client_error_with_the_api_servers_field_message() -> None:
+    with pytest.raises(errors.InvalidArgument) as e:
+        resources.canonical("memory", "1.5.3Gi")
+    assert str(e.value) == (
+        'Invalid value: "1.5.3Gi": quantities must match the regular expression '
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )
+    assert isinstance(e.value, ValueError)
+
+
+# -------------------------------------------------------------- apimachinery's ParseQuantity
+#
+# Ported from k8s.io/apimachinery/pkg/api/resource/quantity_test.go
+# (TestQuantityParse, TestParseQuantityString, TestParseQuantity) at
+# kubernetes/apimachinery@eed236ce. Values are exact (Fraction), after
+# ParseQuantity's rounding up to nano-units.
+
+_N = Fraction(1, 10**9)
+_UPSTREAM_VALID: list[tuple[str, Fraction]] = [
+    ("0", Fraction(0)),
+    ("0n", Fraction(0)),
+    ("0u", Fraction(0)),
+    ("0m", Fraction(0)),
+    ("0Ki", Fraction(0)),
+    ("0k", Fraction(0)),
+    ("0Mi", Fraction(0)),
+    ("0M", Fraction(0)),
+    ("0Gi", Fraction(0)),
+    ("0G", Fraction(0)),
+    ("0Ti", Fraction(0)),
+    ("0T", Fraction(0)),
+    # Quantity less numbers are allowed
+    ("1", Fraction(1)),
+    # Binary suffixes
+    ("1Ki", Fraction(1024)),
+    ("8Ki", Fraction(8 * 1024)),
+    ("7Mi", Fraction(7 * 1024**2)),
+    ("6Gi", Fraction(6 * 1024**3)),
+    ("5Ti", Fraction(5 * 1024**4)),
+    ("4Pi", Fraction(4 * 1024**5)),
+    ("10Ti", Fraction(10 * 1024**4)),
+    ("100Ti", Fraction(100 * 1024**4)),
+    # Decimal suffixes
+    ("5n", 5 * _N),
+    ("4u", Fraction(4, 10**6)),
+    ("3m", Fraction(3, 1000)),
+    ("9", Fraction(9)),
+    ("8k", Fraction(8000)),
+    ("50k", Fraction(50_000)),
+    ("7M", Fraction(7 * 10**6)),
+    ("6G", Fraction(6 * 10**9)),
+    ("5T", Fraction(5 * 10**12)),
+    ("40T", Fraction(40 * 10**12)),
+    ("300T", Fraction(300 * 10**12)),
+    ("2P", Fraction(2 * 10**15)),
+    # Decimal exponents
+    ("1E-3", Fraction(1, 1000)),
+    ("1e3", Fraction(1000)),
+    ("1E6", Fraction(10**6)),
+    ("1e9", Fraction(10**9)),
+    ("1E12", Fraction(10**12)),
+    ("1e15", Fraction(10**15)),
+    # Nonstandard but still parsable
+    ("1e14", Fraction(10**14)),
+    ("1e13", Fraction(10**13)),
+    ("100.035k", Fraction(100_035)),
+    # Things that look like floating point
+    ("0.001", Fraction(1, 1000)),
+    ("0.0005k", Fraction(1, 2)),
+    ("0.005", Fraction(5, 1000)),
+    ("0.05", Fraction(5, 100)),
+    ("0.5", Fraction(1, 2)),
+    ("0.00050k", Fraction(1, 2)),
+    ("0.00500", Fraction(5, 1000)),
+    ("0.05000", Fraction(5, 100)),
+    ("0.50000", Fraction(1, 2)),
+    ("0.5e0", Fraction(1, 2)),
+    ("0.5e-1", Fraction(5, 100)),
+    ("0.5e-2", Fraction(5, 1000)),
+    ("10.035M", Fraction(10_035_000)),
+    ("1.2e3", Fraction(1200)),
+    ("1.3E+6", Fraction(1_300_000)),
+    ("1.40e9", Fraction(1_400_000_000)),
+    ("1.53E12", Fraction(153 * 10**10)),
+    ("1.6e15", Fraction(16 * 10**14)),
+    ("9.01", Fraction(901, 100)),
+    ("8.1k", Fraction(8100)),
+    ("7.123456M", Fraction(7_123_456)),
+    ("6.987654321G", Fraction(6_987_654_321)),
+    ("5.444T", Fraction(5444 * 10**9)),
+    ("40.1T", Fraction(401 * 10**11)),
+    ("300.2T", Fraction(3002 * 10**11)),
+    ("2.5P", Fraction(25 * 10**14)),
+    # Things that saturate/round
+    ("3.001n", 4 * _N),
+    ("1.1E-9", 2 * _N),
+    ("0.0000000001", _N),
+    ("0.0000000005", _N),
+    ("0.00000000050", _N),
+    ("0.5e-9", _N),
+    ("0.9n", _N),
+    ("0.00000012345", 124 * _N),
+    ("0.00000012354", 124 * _N),
+    # We'll accept fractional binary stuff, too.
+    ("100.035Ki", Fraction(10243584, 100)),
+    ("0.5Mi", Fraction(1024**2, 2)),
+    ("0.05Gi", Fraction(536870912, 10)),
+    ("0.025Ti", Fraction(274877906944, 10)),
+    # Things written by trolls
+    ("0.000000000001Ki", 2 * _N),  # rounds up, changes format
+    (".001", Fraction(1, 1000)),
+    (".0001k", Fraction(1, 10)),
+    ("1.", Fraction(1)),
+    ("1.G", Fraction(10**9)),
+    # TestParseQuantityString: a lone "." (or sign) is zero
+    (".", Fraction(0)),
+    ("-.", Fraction(0)),
+    ("1.025Ti", Fraction(1025 * 1024**4, 1000)),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), _UPSTREAM_VALID)
+def test_parse_quantity_matches_apimachinery(text: str, want: Fraction) -> None:
+    assert resources.parse_quantity(text) == want
+    # "Try the negative version of everything", "Try everything with an explicit +"
+    assert resources.parse_quantity("-" + text.lstrip("-")) == (want if text.startswith("-") else -want)
+    if not text.startswith("-"):
+        assert resources.parse_quantity("+" + text) == want
+
+
+_ERR_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+_ERR_SUFFIX = "unable to parse quantity's suffix"
+_ERR_RANGE = "must be between -9223372036854775.807 and 9223372036854775.807, inclusive"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # quantity_test.go's invalid list (its " 1" / "1 " are trimmed by
+        # Quantity.UnmarshalJSON, the path every Berth quantity takes).
+        ("1.1.M", _ERR_FORMAT),
+        ("1+1.0M", _ERR_FORMAT),
+        ("0.1mi", _ERR_SUFFIX),
+        ("0.1am", _ERR_FORMAT),
+        ("aoeu", _ERR_FORMAT),
+        (".5i", _ERR_SUFFIX),
+        ("1i", _ERR_SUFFIX),
+        ("-3.01i", _ERR_SUFFIX),
+        ("-3.01e-", _ERR_SUFFIX),
+        ("Non-Numeric", _ERR_FORMAT),
+        ("", _ERR_FORMAT),
+        # the attacker's report
+        ("1.5.3Gi", _ERR_FORMAT),
+        ("1e400", _ERR_RANGE),
+        ("1e300000", _ERR_RANGE),
+        ("-1e300000", _ERR_RANGE),
+        # the exponent must be an int64 (strconv.ParseInt)
+        ("1e", _ERR_SUFFIX),
+        ("1e99999999999999999999", _ERR_SUFFIX),
+        ("1e+-3", _ERR_FORMAT),
+        ("1Ee3", _ERR_SUFFIX),
+        ("1K", _ERR_SUFFIX),
+        ("1Mi5", _ERR_SUFFIX),
+        # upstream truncates the exponent to int32 (1e4294967296 parses as 1): Berth refuses it
+        ("1e4294967296", _ERR_RANGE),
+        # Beyond the int64 milli range: upstream accepts these (and caps binary
+        # SI at 2^63-1, "9Ei"), then MilliValue() wraps; Berth refuses them.
+        ("9Ei", _ERR_RANGE),
+        ("3Ei", _ERR_RANGE),
+        ("9223372036854775807Ki", _ERR_RANGE),
+        ("12E", _ERR_RANGE),
+        ("1E", _ERR_RANGE),
+        ("1E18", _ERR_RANGE),
+        ("1.7E18", _ERR_RANGE),
+        ("1.01E", _ERR_RANGE),
+        ("999999999999999999", _ERR_RANGE),
+        ("9223372036854775807", _ERR_RANGE),
+        ("-9223372036854775808", _ERR_RANGE),
+        ("10000000000000000000.1", _ERR_RANGE),
+        ("9223372036854775808m", _ERR_RANGE),
+        ("9223372036854775.8071", _ERR_RANGE),
+        ("8Pi", None),  # 2^53: fits
+    ],
+)
+def test_parse_quantity_rejects_what_kubernetes_rejects(text: str, message: str | None) -> None:
+    if message is None:
+        resources.parse_quantity(text)
+        return
+    with pytest.raises(resources.QuantityError) as e:
+        resources.parse_quantity(text)
+    assert e.value.detail.startswith(message)
+    assert str(e.value).startswith(f'Invalid value: "{text}": {message}')
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "want"),
+    [
+        ("cpu", "9223372036854775.807", 2**63 - 1),
+        ("cpu", "9223372036854775807m", 2**63 - 1),
+        ("cpu", 9223372036854775, 9223372036854775000),
+        ("memory", "9223372036854775.807", 9223372036854776),  # Value() rounds up
+        ("memory", "8Pi", 2**53),
+        ("cpu", "1e-300000", 1),  # non-zero rounds up to 1n, then to 1m
+        ("memory", "0." + "0" * 5000 + "1", 1),
+        ("cpu", "1." + "0" * 5000 + "1", 1001),
+        ("cpu", "1e000", 1000),
+        ("cpu", "-0", 0),
+        ("cpu", 1e-07, 1),
+        ("memory", 1e15, 10**15),
+    ],
+)
+def test_canonical_accepts_the_whole_int64_milli_range(name: str, value: str | int | float, want: int) -> None:
+    assert resources.canonical(name, value) == want
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (9223372036854776, _ERR_RANGE),
+        (-9223372036854776, _ERR_RANGE),
+        pytest.param(10**5000, _ERR_RANGE, id="10**5000"),  # beyond int()'s 4300-digit str limit: never printed
+        (1e300, _ERR_RANGE),
+        ("-1", "must be greater than or equal to 0"),
+        (-1, "must be greater than or equal to 0"),
+        ("-1n", "must be greater than or equal to 0"),
+    ],
+)
+def test_canonical_rejects_out_of_range_and_negative_amounts(value: object, message: str) -> None:
+    with pytest.raises(resources.QuantityError) as e:
+        resources.canonical("cpu", value)  # type: ignore[arg-type]
+    assert e.value.detail.startswith(message)
+    assert len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize(
+    "text", ["1e300000", "1e-300000", "9" * 100_000, "0." + "0" * 100_000 + "1", "1" * 100_000 + "x"]
+)
+def test_huge_exponents_and_digit_strings_cost_microseconds(text: str) -> None:
+    start = time.perf_counter()
+    for _ in range(10):
+        with contextlib.suppress(resources.QuantityError):
+            resources.canonical("cpu", text)
+    assert time.perf_counter() - start < 0.5  # 10 calls; `1e300000` alone took 3 s
+
+
+def test_errors_name_the_field_of_the_bad_quantity() -> None:
+    pod = make_pod(
+        containers=[
+            {"name": "a", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "1", "memory": "1.5.3Gi"}}},
+        ]
+    )
+    with pytest.raises(resources.QuantityError, match=r"^spec\.containers\[1\]\.resources\.requests\[memory\]: "):
+        resources.pod_requests(pod)
+    init = make_pod(spec={"initContainers": [{"name": "i", "resources": {"limits": {"cpu": "1e400"}}}]})
+    with pytest.raises(resources.QuantityError, match=r"^spec\.initContainers\[0\]\.resources\.limits\[cpu\]: "):
+        resources.pod_requests(init)
+    overhead = make_pod(spec={"overhead": {"cpu": "-1"}})
+    with pytest.raises(resources.QuantityError, match=r"^spec\.overhead\[cpu\]: Invalid value: \"-1\": must be"):
+        resources.pod_requests(overhead)
+    node = make_node("n1", allocatable={"cpu": "lots"})
+    with pytest.raises(resources.QuantityError, match=r"^status\.allocatable\[cpu\]: "):
+        resources.node_allocatable(node)
+    assert str(resources.QuantityError("x" * 10_000, "bad")).startswith('Invalid value: "' + "x" * 64 + '..."')
+
+
+def test_a_pod_total_beyond_int64_is_rejected() -> None:
+    big = "9223372036854775.807"  # each fits; two do not
+    pod = make_pod(containers=[{"name": n, "resources": {"requests": {"cpu": big}}} for n in ("a", "b")])
+    with pytest.raises(resources.QuantityError, match=r"^spec: .*total cpu request must fit an int64"):
+        resources.pod_requests(pod)
+
+
+def test_the_parse_cache_keeps_only_short_strings() -> None:
+    resources._canonical_cached.cache_clear()
+    for i in range(5000):
+        resources.canonical("cpu", f"{i}m")
+        resources.canonical("memory", f"{i}.{'0' * 100}1")  # too long to cache
+    info = resources._canonical_cached.cache_info()
+    assert info.maxsize == 2048
+    assert info.currsize <= 2048
+    # What one entry can weigh: a key of at most 64 characters and a small int.
+    assert resources._CACHE_MAX_CHARS == 64
+
+
+# -------------------------------------------------------------- properties
+
+_LIMITS = {"cpu": 2**63 - 1, "memory": (2**63 - 1) // 1000, "pods": (2**63 - 1) // 1000}
+
+
+@given(
+    name=st.sampled_from(["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "pods", "example.com/gpu"]),
+    fraction=st.fractions(min_value=0, max_value=1),
+    small=st.integers(min_value=0, max_value=10**7),
+)
+def test_canonical_values_round_trip_through_format(name: str, fraction: Fraction, small: int) -> None:
+    top = _LIMITS.get(name, _LIMITS["memory"])
+    for value in (small, int(fraction * top), top):
+        assert resources.canonical(name, resources.format_quantity(name, value)) == value
+
+
+_QUANTITY_TEXT = st.from_regex(
+    r"\A[+-]?[0-9]{0,25}(\.[0-9]{0,25})?([eE][+-]?[0-9]{1,2}|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?\Z", fullmatch=True
+)
+
+
+def _reference(text: str) -> Fraction | None:
+    """ParseQuantity's value the slow way (exact Decimal), None when out of Berth's range (or empty)."""
+    m = re.fullmatch(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)", text)
+    assert m is not None
+    sign, num, denom, suffix = m[1], m[2] or "0", m[3] or "", m[4]
+    binary = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+    decimal_ = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+    exact = Fraction(decimal.Decimal(f"{num}.{denom or '0'}"))
+    if suffix in binary:
+        exact *= 2 ** binary[suffix]
+    elif suffix in decimal_:
+        exact *= Fraction(10) ** decimal_[suffix]
+    else:
+        exact *= Fraction(10) ** int(suffix[1:])
+    nano = math.ceil(exact * 10**9)
+    if nano > (2**63 - 1) * 10**6:
+        return None
+    return Fraction(-nano if sign == "-" else nano, 10**9)
+
+
+@given(_QUANTITY_TEXT)
+def test_parse_quantity_agrees_with_exact_arithmetic(text: str) -> None:
+    want = _reference(text) if text else None
+    if want is None:
+        with pytest.raises(resources.QuantityError):
+            resources.parse_quantity(text)
+    else:
+        assert resources.parse_quantity(text) == want
+
+
+@given(st.one_of(st.text(alphabet="0123456789.+-eEinumkKMGTPi x", max_size=40), st.text(max_size=40)))
+def test_random_strings_only_ever_raise_quantity_error(text: str) -> None:
+    start = time.perf_counter()
+    try:
+        value = resources.canonical("cpu", text)
+    except resources.QuantityError:
+        pass
+    else:
+        assert 0 <= value <= 2**63 - 1
+    # Generous for a loaded 2-core machine; `1e300000` used to take 3 s.
+    assert time.perf_counter() - start < 1.0
 
 
 @pytest.mark.parametrize(

@@ -1117,7 +1117,7 @@ ARG_ERROR_CASES = [
     (
         "ignored resource is not a qualified name",
         {"ignoredResources": ["example.com/a/b"]},
-        'ignoredResources[0]: Invalid value: "example.com/a/b": a qualified name must consist of',
+        'ignoredResources[0]: Invalid value: "example.com/a/b": a valid label key must consist of',
     ),
     (
         "ignored resource group contains a slash",

@@ -70,7 +70,7 @@ class _AntiTermIndex:
         cache.subscribe(self._on_pod)
 
     def _on_pod(self, pi: PodInfo, node: str, sign: int) -> None:
-        terms = terms_of(pi.pod).required_anti_affinity
+        terms = terms_of(pi).required_anti_affinity
         if not terms:
             return
         row = self.table.index[node]
@@ -119,7 +119,7 @@ class Filtering(AffinityPods):
         return self._anti_index
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
-        terms = terms_of(pod.pod)
+        terms = terms_of(pod)
         size = nodes.size
         per_row: dict[str, dict[str, IntArray]] = {"existing": {}, "affinity": {}, "anti": {}}
 
@@ -138,7 +138,7 @@ class Filtering(AffinityPods):
                     np.add.at(rows_of("existing", g.term.topology_key), rows, weights)
         else:
             for other, row in self._pods_with(nodes, "anti"):
-                for t in terms_of(other.pod).required_anti_affinity:
+                for t in terms_of(other).required_anti_affinity:
                     if t.matches(pod):
                         rows_of("existing", t.topology_key)[row] += 1
         if terms.required_affinity:
@@ -224,7 +224,7 @@ class Filtering(AffinityPods):
             if key in node_labels:
                 counts.setdefault(key, DomainCounts.empty()).add(node_labels[key], delta)
 
-        for t in terms_of(other.pod).required_anti_affinity:
+        for t in terms_of(other).required_anti_affinity:
             if t.matches(pod):
                 bump(s.existing_anti, t.topology_key)
         if s.terms.required_affinity and all(t.matches(other) for t in s.terms.required_affinity):

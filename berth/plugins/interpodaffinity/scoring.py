@@ -30,6 +30,11 @@ __all__ = ["Scoring"]
 
 IntArray = npt.NDArray[np.int64]
 
+#: A domain's sum of int32 weights stays far below this unless ~500 000
+#: pod-term pairs of maximal weight meet; bounding it keeps a node's sum over
+#: thousands of topology keys, and max - min in NormalizeScore, in int64.
+_DOMAIN_LIMIT = 2**50
+
 
 @dataclasses.dataclass(slots=True)
 class _PreScoreState:
@@ -52,7 +57,7 @@ class Scoring(AffinityPods):
     args: InterPodAffinityArgs
 
     def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
-        terms = terms_of(pod.pod)
+        terms = terms_of(pod)
         has_constraints = terms.has_preferred
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return fw.Status.skip()
@@ -73,7 +78,7 @@ class Scoring(AffinityPods):
         if not self.args.ignore_preferred_terms_of_existing_pods:
             hard = self.args.hard_pod_affinity_weight
             for other, row in self._pods_with(nodes, "scoring"):
-                ot = terms_of(other.pod)
+                ot = terms_of(other)
                 if hard > 0:
                     for t in ot.required_affinity:
                         if t.matches(pod):
@@ -96,7 +101,10 @@ class Scoring(AffinityPods):
             return out
         for key, per_value in s.scores.items():
             col = nodes.label_column(key)
-            per_code = np.asarray([per_value.get(v, 0) for v in col.values] + [0], dtype=np.int64)
+            per_code = np.asarray(
+                [min(max(per_value.get(v, 0), -_DOMAIN_LIMIT), _DOMAIN_LIMIT) for v in col.values] + [0],
+                dtype=np.int64,
+            )
             out += per_code[col.codes[rows]]
         return out
 

@@ -15,6 +15,7 @@ index (:mod:`berth.cache.podindex`), as ``plugin.go``'s ``sharedLister`` does.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterable
 
 import msgspec
@@ -24,6 +25,7 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import labels, model
 from berth.framework.handle import Handle
+from berth.plugins.helpers import clamp_int32
 
 __all__ = ["AffinityPods", "Term", "Terms", "terms_of"]
 
@@ -73,7 +75,8 @@ def _term(owner: model.Pod, t: model.PodAffinityTerm, weight: int = 0) -> Term:
     if not namespaces and t.namespace_selector is None:
         namespaces = frozenset((owner.metadata.namespace or "default",))
     sig = msgspec.json.encode((sorted(namespaces), t.namespace_selector, sel, t.topology_key))
-    return Term(namespaces, t.namespace_selector, sel, t.topology_key, weight, sig)
+    # WeightedPodAffinityTerm.Weight is an int32 (helpers.clamp_int32).
+    return Term(namespaces, t.namespace_selector, sel, t.topology_key, clamp_int32(weight), sig)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,19 +92,30 @@ class Terms:
 
 
 _NO_TERMS = Terms((), (), (), ())
-_terms_cache: dict[int, tuple[model.Pod, Terms]] = {}
+#: The terms of each PodInfo, resolved once and forgotten with it
+#: (kube-scheduler's PodInfo keeps them as fields). Weakly keyed: a cluster
+#: pod's entry lives as long as the cache holds its PodInfo, and a request's
+#: pod (an extender call, ``berth explain``) leaves nothing behind once the
+#: request drops its PodInfo.
+_terms_cache: weakref.WeakKeyDictionary[PodInfo, Terms] = weakref.WeakKeyDictionary()
 
 
-def terms_of(pod: model.Pod) -> Terms:
-    """The pod's terms, resolved once per pod object (PodInfo does this in kube-scheduler)."""
-    a = pod.spec.affinity
+def terms_of(pi: PodInfo) -> Terms:
+    """The pod's terms, resolved once per PodInfo."""
+    a = pi.pod.spec.affinity
     if a is None or (a.pod_affinity is None and a.pod_anti_affinity is None):
         return _NO_TERMS
-    hit = _terms_cache.get(id(pod))
-    if hit is not None and hit[0] is pod:
-        return hit[1]
+    hit = _terms_cache.get(pi)
+    if hit is not None:
+        return hit
+    out = _resolve(pi.pod, a)
+    _terms_cache[pi] = out
+    return out
+
+
+def _resolve(pod: model.Pod, a: model.Affinity) -> Terms:
     pa, paa = a.pod_affinity, a.pod_anti_affinity
-    out = Terms(
+    return Terms(
         tuple(_term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution) if pa else (),
         tuple(_term(pod, t) for t in paa.required_during_scheduling_ignored_during_execution) if paa else (),
         tuple(
@@ -115,10 +129,6 @@ def terms_of(pod: model.Pod) -> Terms:
         if paa
         else (),
     )
-    if len(_terms_cache) > 65536:
-        _terms_cache.clear()
-    _terms_cache[id(pod)] = (pod, out)
-    return out
 
 
 class AffinityPods:

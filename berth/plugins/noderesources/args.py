@@ -14,12 +14,11 @@ apimachinery's ``IsQualifiedName``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 
 import msgspec
 
-from berth.cluster import resources
+from berth.cluster import resources, validation
 
 __all__ = [
     "LEAST_ALLOCATED",
@@ -66,59 +65,6 @@ def _raise_aggregate(errors: Sequence[str]) -> None:
     if not unique:
         return
     raise ValueError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
-
-
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_RE = re.compile("^" + _QNAME_FMT + "$")
-_QNAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUBDOMAIN_RE = re.compile("^" + _DNS1123_SUBDOMAIN_FMT + "$")
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """apimachinery validation.RegexError."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}'," for e in examples)
-    return f"{msg} (e.g. {shown} regex used for validation is '{fmt}')"
-
-
-def _qualified_name_errors(value: str) -> list[str]:
-    """apimachinery validation.IsQualifiedName (what metav1validation.ValidateLabelName runs)."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN_RE.match(prefix):
-                errs.append(
-                    "prefix part " + _regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com")
-                )
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QNAME_RE.match(name):
-        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
 
 
 # ---------------------------------------------------------------- arguments
@@ -190,12 +136,12 @@ class NodeResourcesFitArgs(_Args):
         """Raise ValueError naming every invalid field (validation_pluginargs.go)."""
         errs: list[str] = []
         for i, res in enumerate(self.ignored_resources):
-            errs.extend(_invalid(f"ignoredResources[{i}]", res, m) for m in _qualified_name_errors(res))
+            errs.extend(_invalid(f"ignoredResources[{i}]", res, m) for m in validation.is_qualified_name(res))
         for i, group in enumerate(self.ignored_resource_groups):
             path = f"ignoredResourceGroups[{i}]"
             if "/" in group:
                 errs.append(_invalid(path, group, "resource group name can't contain '/'"))
-            errs.extend(_invalid(path, group, m) for m in _qualified_name_errors(group))
+            errs.extend(_invalid(path, group, m) for m in validation.is_qualified_name(group))
         strategy = self.scoring_strategy
         if strategy is not None:
             if strategy.type not in _STRATEGIES:

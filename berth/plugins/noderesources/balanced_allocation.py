@@ -50,7 +50,13 @@ def balanced_resource_scorer(req: IntArray, alloc: IntArray, weights: IntArray) 
     """
     n, r = req.shape
     valid = alloc > 0
-    fractions: FloatArray = np.minimum(req / np.where(valid, alloc, 1).astype(np.float64), 1.0)
+    # float64(requested) / float64(allocable), capped at 1 as Go caps it; the
+    # operands may be Python ints (absurd amounts), and requested is never
+    # negative (allocatable_requested clamps it), so every fraction is in
+    # [0, 1], std in [0, 0.5] and the score in [50, 100].
+    req_f = np.asarray(req, dtype=np.float64)
+    alloc_f = np.asarray(np.where(valid, alloc, 1), dtype=np.float64)
+    fractions: FloatArray = np.clip(req_f / alloc_f, 0.0, 1.0)
     count = valid.sum(axis=1)
     total = np.zeros(n, dtype=np.float64)
     first = np.zeros(n, dtype=np.float64)

@@ -48,6 +48,10 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 
+#: Amounts above this go through exact (Python int) arithmetic: below it,
+#: ``amount * MaxNodeScore`` summed over a few resources stays in int64.
+_SAFE = np.iinfo(np.int64).max // (16 * fw.MAX_NODE_SCORE)
+
 
 # ---------------------------------------------------------------- requests
 
@@ -120,6 +124,8 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
 
 
 #: requested [n, R], allocatable [n, R] (0 = resource left out), weights [R] -> scores [n].
+#: requested and allocatable are int64, or Python ints (dtype object) for
+#: absurd amounts (:meth:`ResourceAllocationScorer.allocatable_requested`).
 Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
 
 
@@ -159,7 +165,8 @@ def _requested_to_capacity_ratio(shape: Sequence[UtilizationShapePoint]) -> Scor
     def score(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
         valid = alloc > 0
         safe = np.where(valid, alloc, 1)
-        util = np.where(req > alloc, MAX_UTILIZATION, req * MAX_UTILIZATION // safe)
+        # scaledUtilization: requested clamped to [0, capacity], so util is in [0, maxUtilization].
+        util = np.asarray(np.where(req > alloc, MAX_UTILIZATION, req * MAX_UTILIZATION // safe), dtype=np.int64)
         per = broken_linear(points, util)
         counted = valid & (per > 0)
         w = np.where(counted, weights, 0)
@@ -195,11 +202,20 @@ class ResourceAllocationScorer:
     def allocatable_requested(
         self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]
     ) -> tuple[IntArray, IntArray]:
-        """calculateResourceAllocatableRequest for every resource: ``[n, R]`` arrays, 0 = left out."""
+        """calculateResourceAllocatableRequest for every resource: ``[n, R]`` arrays, 0 = left out.
+
+        Normally int64. When an amount is big enough that ``requested *
+        MaxNodeScore`` or ``node requested + pod request`` could overflow
+        (each amount fits an int64, :mod:`berth.cluster.resources` sees to
+        that, their products may not), the arrays hold Python ints instead
+        (dtype object): exact, as upstream's ``scaledUtilization`` is with
+        its 128-bit intermediate, and as fast as it matters for absurd input.
+        Requested amounts are clamped at 0 (``scaledUtilization``'s
+        ``requested <= 0``).
+        """
         n, r = len(rows), len(self.names)
-        alloc = np.zeros((n, r), dtype=np.int64)
-        req = np.zeros((n, r), dtype=np.int64)
         index = nodes.columns.index
+        picked: list[tuple[int, IntArray, IntArray, int]] = []
         for i, (name, pod_req) in enumerate(zip(self.names, pod_requests, strict=True)):
             if pod_req == 0 and _is_scalar(name):
                 continue  # an extended resource the pod does not request is not scored
@@ -212,17 +228,28 @@ class ResourceAllocationScorer:
             c = index.get(name)
             if c is None:
                 continue  # no node has it: allocatable 0
-            alloc[:, i] = nodes.alloc[rows, c]
-            req[:, i] = source[rows, c] + pod_req
+            picked.append((i, nodes.alloc[rows, c], source[rows, c], pod_req))
+        exact = any(
+            abs(pod_req) > _SAFE or (n and max(abs(int(a.max())), abs(int(q.max())), abs(int(q.min()))) > _SAFE)
+            for _, a, q, pod_req in picked
+        )
+        dtype: type = object if exact else np.int64
+        alloc: IntArray = np.zeros((n, r), dtype=dtype)
+        req: IntArray = np.zeros((n, r), dtype=dtype)
+        for i, a, q, pod_req in picked:
+            alloc[:, i] = a.astype(object) if exact else a
+            req[:, i] = (q.astype(object) if exact else q) + pod_req
         # "Only fill the extended resource entry when it's non-zero."
         req[alloc == 0] = 0
+        req = np.maximum(req, 0)
         return alloc, req
 
     def score(self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]) -> IntArray:
         if len(rows) == 0:
             return np.zeros(0, dtype=np.int64)
         alloc, req = self.allocatable_requested(nodes, rows, pod_requests)
-        return self.scorer(req, alloc, self.weights)
+        out: IntArray = np.asarray(self.scorer(req, alloc, self.weights), dtype=np.int64)
+        return out
 
 
 def scorer_for(strategy: ScoringStrategy) -> ResourceAllocationScorer:

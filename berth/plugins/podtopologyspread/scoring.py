@@ -18,7 +18,7 @@ import numpy.typing as npt
 from berth.cache.infos import PodInfo
 from berth.cache.table import HOSTNAME_LABEL, NodeTable
 from berth.framework import interface as fw
-from berth.plugins.helpers import DomainCounts
+from berth.plugins.helpers import INT32_MAX, DomainCounts
 from berth.plugins.podtopologyspread.common import SCHEDULE_ANYWAY, Constraint, Counting, constraints_of
 
 __all__ = ["Scoring"]
@@ -78,7 +78,10 @@ class Scoring(Counting):
                 cnt = self._node_counts(pod, nodes, c)[rows]
             else:
                 cnt = counts.per_code(col)[codes]
-            total += np.where(codes >= 0, cnt * weight + (c.max_skew - 1), 0.0)
+            # maxSkew is an int32 >= 1 in Kubernetes (validation); bounded so
+            # the score can be neither negative nor beyond int64.
+            skew = min(max(c.max_skew - 1, 0), INT32_MAX)
+            total += np.where(codes >= 0, cnt * weight + skew, 0.0)
         out: IntArray = np.floor(total + 0.5).astype(np.int64)  # math.Round, non-negative
         out[s.ignored] = 0
         return out
