@@ -26,7 +26,9 @@ moves through these states::
   binder). An assumed pod that shows up on another node moves there.
 
 Every change bumps the touched node's generation, so :meth:`update_snapshot`
-copies only those rows.
+copies only those rows. A change that would carry a node's requested amount
+past int64 raises :class:`UsageOverflow` before anything moves
+(:meth:`check_usage` asks the same question without changing anything).
 """
 
 from __future__ import annotations
@@ -34,15 +36,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.podindex import PodIndex
 from berth.cache.snapshot import Snapshot
-from berth.cache.table import NodeTable, ResourceColumns
+from berth.cache.table import NodeTable, ResourceColumns, UsageOverflow
 from berth.cluster import model
 
-__all__ = ["Cache", "CacheError"]
+__all__ = ["Cache", "CacheError", "UsageOverflow"]
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +100,13 @@ class Cache:
         row = self.table.row(node)
         info = self.table.infos[row]
         assert info is not None
+        # The columns first: the one step that can refuse (UsageOverflow),
+        # before anything else has changed.
+        self.table.add_pod_usage(row, pi, sign)
         if sign > 0:
             info.add_pod(pi)
         else:
             info.remove_pod(pi)
-        self.table.add_pod_usage(row, pi, sign)
         self._touch(row)
         for listener in self._listeners:
             listener(pi, node, sign)
@@ -164,12 +168,29 @@ class Cache:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
+    def check_usage(self, node: str, pods_in: Iterable[PodInfo], pods_out: Iterable[PodInfo] = ()) -> None:
+        """Raise UsageOverflow when ``node`` cannot count ``pods_in`` once
+        ``pods_out`` have left it (a requested column would pass int64);
+        changes nothing either way."""
+        self.check_steps([[*((node, -1, pi) for pi in pods_out), *((node, 1, pi) for pi in pods_in)]])
+
+    def check_steps(self, steps: Iterable[Iterable[tuple[str, int, PodInfo]]]) -> None:
+        """:meth:`check_usage` for a sequence of changes made in this order,
+        each a list of ``(node, +1 | -1, pod)`` (see ``NodeTable.usage_overflow``)."""
+        why = self.table.usage_overflow(steps)
+        if why is not None:
+            raise UsageOverflow(why)
+
+    def _leaving(self, st: _PodState | None, node: str) -> list[PodInfo]:
+        """The pod that stops counting on ``node`` when ``st`` is replaced."""
+        return [st.info] if st is not None and st.node == node else []
+
     def assume_pod(self, pi: PodInfo, node: str) -> None:
         if pi.uid in self._pods:
             raise CacheError(f"pod {pi.key} ({pi.uid}) is already in the cache")
+        self._count(pi, node, 1)  # first: it refuses an overflow before anything changes
         self._pods[pi.uid] = _PodState(pi, node, assumed=True)
         self._assumed.add(pi.uid)
-        self._count(pi, node, 1)
 
     def finish_binding(self, uid: str) -> None:
         st = self._pods.get(uid)
@@ -196,6 +217,8 @@ class Cache:
         st = self._pods.get(pi.uid)
         if st is not None and st.assumed:
             # Assumed -> Added; it may have landed elsewhere than assumed.
+            # The new count is checked before the old one goes.
+            self.check_usage(node, [pi], self._leaving(st, node))
             self._assumed.discard(pi.uid)
             self._count(st.info, st.node, -1)
             self._pods[pi.uid] = _PodState(pi, node)
@@ -204,16 +227,17 @@ class Cache:
         if st is not None:
             self.update_pod(pi)
             return
+        self._count(pi, node, 1)  # first: it refuses an overflow before anything changes
         self._pods[pi.uid] = _PodState(pi, node)
-        self._count(pi, node, 1)
 
     def update_pod(self, pi: PodInfo) -> None:
         st = self._pods.get(pi.uid)
         if st is None or st.assumed:
             self.add_pod(pi)
             return
-        self._count(st.info, st.node, -1)
         node = pi.pod.spec.node_name or st.node
+        self.check_usage(node, [pi], self._leaving(st, node))
+        self._count(st.info, st.node, -1)
         self._pods[pi.uid] = _PodState(pi, node)
         self._count(pi, node, 1)
 

@@ -10,8 +10,10 @@ from berth.cluster import model, resources
 
 __all__ = ["NodeInfo", "PodInfo"]
 
+_COUNTED_APART = frozenset({resources.CPU, resources.MEMORY, resources.PODS})
 
-@dataclasses.dataclass(slots=True, eq=False)
+
+@dataclasses.dataclass(slots=True, eq=False, weakref_slot=True)
 class PodInfo:
     """A pod with what scheduling derives from it, computed once.
 
@@ -24,6 +26,7 @@ class PodInfo:
     requests: dict[str, int]
     non_zero: dict[str, int]
     host_ports: list[tuple[str, str, int]]
+    _usage: dict[str, tuple[int, int]] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def of(cls, pod: model.Pod) -> PodInfo:
@@ -44,6 +47,25 @@ class PodInfo:
             non_zero=resources.pod_requests(pod, non_zero=True),
             host_ports=ports,
         )
+
+    @property
+    def usage(self) -> dict[str, tuple[int, int]]:
+        """What the pod adds to its node's row: resource -> (requested,
+        non-zero requested), computed once. Scoring's non-zero defaults apply
+        to cpu and memory only (``NodeInfo.NonZeroRequested``); a pod counts
+        as one pod, whatever it claims to request of ``pods``."""
+        if self._usage is None:
+            out: dict[str, tuple[int, int]] = {}
+            for name, amount in self.requests.items():
+                if name not in _COUNTED_APART:
+                    out[name] = (amount, amount)
+            for name in (resources.CPU, resources.MEMORY):
+                req, nz = self.requests.get(name, 0), self.non_zero.get(name, 0)
+                if req or nz:
+                    out[name] = (req, nz)
+            out[resources.PODS] = (1, 1)
+            self._usage = out
+        return self._usage
 
     @property
     def priority(self) -> int:

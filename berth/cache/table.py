@@ -5,7 +5,8 @@ Berth runs it once per pod over arrays that hold one row per node:
 
 - ``alloc``/``req``/``req_nz``: int64 ``[nodes, resources]`` — allocatable,
   requested, and requested with scoring's non-zero defaults (kube-scheduler's
-  ``NodeInfo.Allocatable``, ``Requested``, ``NonZeroRequested``);
+  ``NodeInfo.Allocatable``, ``Requested``, ``NonZeroRequested``); sums are
+  checked (:meth:`NodeTable.usage_overflow`), never wrapped;
 - ``unschedulable``, ``taint_group`` (nodes with the same taints share a group,
   so tolerations are judged once per distinct taint set), ``alive``;
 - label columns, built lazily per key as categorical codes, so a node
@@ -29,8 +30,12 @@ import numpy.typing as npt
 
 from berth.cache.infos import NodeInfo, PodInfo
 from berth.cluster import model, resources
+from berth.errors import ResourceExhausted
 
-__all__ = ["LabelColumn", "NodeTable", "ResourceColumns"]
+__all__ = ["INT64_MAX", "LabelColumn", "NodeTable", "ResourceColumns", "UsageOverflow"]
+
+#: The largest amount a column of ``req``/``req_nz`` holds.
+INT64_MAX = int(np.iinfo(np.int64).max)
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -38,6 +43,10 @@ IntArray = npt.NDArray[np.int64]
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class UsageOverflow(ResourceExhausted):
+    """A node's requested amount of a resource would pass int64."""
 
 
 class ResourceColumns:
@@ -224,24 +233,66 @@ class NodeTable:
         self.alloc[i] = 0
         self.shape_version += 1
 
+    def usage_overflow(self, steps: Iterable[Iterable[tuple[str, int, PodInfo]]]) -> str | None:
+        """Why these changes, made step by step, would carry a requested column
+        past int64 (which numpy would wrap silently); None when they would not.
+
+        A step is a list of ``(node, +1 | -1, pod)``: the pods a change counts
+        on or takes off a node, checked once the whole step is made — as the
+        cache replaces a pod. Every step is checked, not only the end, because
+        the changes are made in this order. Sums are Python integers (exact),
+        and nothing is changed here.
+        """
+        running: dict[tuple[str, str], list[int]] = {}
+        for step in steps:
+            grown: list[tuple[str, str]] = []
+            for node, sign, pi in step:
+                for name, (req, nz) in pi.usage.items():
+                    key = (node, name)
+                    sums = running.get(key)
+                    if sums is None:
+                        sums = running[key] = self._usage_of(node, name)
+                    sums[0] += sign * req
+                    sums[1] += sign * nz
+                    if sign > 0:
+                        grown.append(key)
+            for node, name in grown:
+                req, nz = running[(node, name)]
+                if req > INT64_MAX or nz > INT64_MAX:
+                    what, total = ("requested", req) if req > INT64_MAX else ("non-zero requested", nz)
+                    return f"node {node!r}: {what} {name} would overflow int64 ({total} > {INT64_MAX})"
+        return None
+
+    def _usage_of(self, node: str, name: str) -> list[int]:
+        i = self.index.get(node)
+        c = self.columns.index.get(name)
+        if i is None or c is None or c >= self.req.shape[1]:
+            return [0, 0]
+        return [self.req.item(i, c), self.req_nz.item(i, c)]
+
     def add_pod_usage(self, i: int, pi: PodInfo, sign: int) -> None:
-        """Add (sign=1) or remove (sign=-1) a pod's requests on row ``i``."""
-        for name, amount in pi.requests.items():
-            if name == resources.PODS:
-                continue  # a pod counts as one pod, whatever it claims to request
+        """Add (sign=1) or remove (sign=-1) a pod's requests on row ``i``.
+
+        Checked: an addition that would pass int64 raises UsageOverflow
+        before anything changes (callers that replace a pod check
+        :meth:`usage_overflow` first).
+        """
+        req_col, nz_col = self.req, self.req_nz
+        updates: list[tuple[int, int, int]] = []
+        for name, (req, nz) in pi.usage.items():
             c = self.columns.index.get(name)
-            if c is None:
+            if c is None or c >= req_col.shape[1]:
                 c = self.columns.column(name)
                 self.ensure_columns()
-            self.req[i, c] += sign * amount
-            if name != resources.CPU and name != resources.MEMORY:
-                self.req_nz[i, c] += sign * amount
-        idx = self.columns.index
-        self.req_nz[i, idx[resources.CPU]] += sign * pi.non_zero.get(resources.CPU, 0)
-        self.req_nz[i, idx[resources.MEMORY]] += sign * pi.non_zero.get(resources.MEMORY, 0)
-        pods = idx[resources.PODS]
-        self.req[i, pods] += sign
-        self.req_nz[i, pods] += sign
+                req_col, nz_col = self.req, self.req_nz
+            new_req = req_col.item(i, c) + sign * req
+            new_nz = nz_col.item(i, c) + sign * nz
+            if new_req > INT64_MAX or new_nz > INT64_MAX:
+                raise UsageOverflow(f"node {self.name(i)!r}: requested {name} would overflow int64")
+            updates.append((c, new_req, new_nz))
+        for c, new_req, new_nz in updates:
+            req_col[i, c] = new_req
+            nz_col[i, c] = new_nz
 
     # ------------------------------------------------------------ derived, lazily
 

@@ -7,22 +7,80 @@ its :class:`~berth.cluster.sources.ClusterListener` (the core) about every
 change, as informers would, and carries out bindings and evictions by
 changing its own objects — a bind sets ``spec.nodeName`` and the
 core then sees the pod confirmed, exactly as an informer update would make it.
+
+Every feed call is a batch applied all or nothing, in two phases::
+
+    validate every object  ->  check the batch  ->  admit (core)  ->  apply all
+    (API server's rules,       (a name or uid       (uids across      (nothing
+     berth.cluster.validation)  twice; a bound       sources; int64    left to
+                                pod moved)           node sums)        fail)
+
+so a refused batch raises a :mod:`berth.errors` kind whose message starts with
+the object's place in the batch (``pods[3].metadata.uid: ...``) and leaves the
+cluster and the core exactly as they were.
+
+A pod's node changes only through :meth:`EmbeddedCluster.bind` (or a feed
+upsert that binds a pending pod, as an external binder's informer update
+would): like the API server, which lets ``spec.nodeName`` be set once (by the
+``pods/binding`` subresource) and never changed, an upsert that moves a bound
+pod or clears its node is FailedPrecondition; the pod is deleted and
+re-created instead. A bound pod whose node Berth does not know is taken and
+counted on a placeholder row, as kube-scheduler's cache does
+(``cacheImpl.addPod`` creates a NodeInfo without a Node), until the node
+arrives.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import msgspec
 
-from berth.cluster import model
-from berth.cluster.manifests import Manifests, default_uid, validate_node, validate_pod
+from berth.cluster import manifests, model, validation
+from berth.cluster.manifests import Manifests, default_uid
 from berth.cluster.sources import BindConflict, BindError, ClusterListener
+from berth.errors import (
+    AlreadyExists,
+    BerthError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+)
 
 __all__ = ["EmbeddedCluster"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Namespaced = TypeVar("Namespaced", model.PodGroup, model.PodDisruptionBudget)
+
+
+def _checked(at: str, obj: T, *checks: Callable[[T], None]) -> None:
+    """Run ``checks`` on one object of a batch; an error names its place (``pods[3].``)."""
+    for check in checks:
+        try:
+            check(obj)
+        except ValueError as e:
+            raise _kind_of(e)(f"{at}.{e}") from None
+
+
+_KINDS = (AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted, InvalidArgument)
+
+
+def _kind_of(e: ValueError) -> type[BerthError]:
+    """The :mod:`berth.errors` kind of a validation error (a ManifestError, or
+    any other ValueError, is InvalidArgument)."""
+    return next((kind for kind in _KINDS if isinstance(e, kind)), InvalidArgument)
+
+
+def _first_seen(seen: dict[str, int], value: str, batch: str, i: int, field: str, what: str) -> None:
+    """Within one batch a name or uid appears once (InvalidArgument, as field.Duplicate)."""
+    j = seen.setdefault(value, i)
+    if j != i:
+        raise validation.duplicate(f"{batch}[{i}].{field}", value, f"{what} as {batch}[{j}]")
 
 
 class EmbeddedCluster:
@@ -34,31 +92,38 @@ class EmbeddedCluster:
         self.core = core
         self.nodes: dict[str, model.Node] = {}
         self.pods: dict[str, model.Pod] = {}  # NAMESPACE/NAME -> pod
+        self.pod_groups: dict[str, model.PodGroup] = {}  # NAMESPACE/NAME -> group
+        self.pdbs: dict[str, model.PodDisruptionBudget] = {}  # NAMESPACE/NAME -> budget
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.evictions: list[tuple[str, str]] = []  # (pod key, reason)
         self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
+        self._key_of_uid: dict[str, str] = {}  # uid -> NAMESPACE/NAME of the pod holding it
 
     # ------------------------------------------------------------ feeding
 
-    def load(self, manifests: Manifests) -> None:
+    def load(self, objects: Manifests) -> None:
+        """Load a manifest set, kind by kind, each kind one all-or-nothing batch."""
         # Nodes first, so bound pods land on known nodes.
-        self.upsert_nodes(manifests.nodes)
-        for g in manifests.pod_groups:
-            self.core.on_pod_group(g)
-        for b in manifests.pdbs:
-            self.core.on_pdb(b)
-        self.upsert_pods(manifests.pods)
+        self.upsert_nodes(objects.nodes)
+        self.upsert_pod_groups(objects.pod_groups)
+        self.upsert_pdbs(objects.pdbs)
+        self.upsert_pods(objects.pods)
 
     def upsert_nodes(self, nodes: Iterable[model.Node]) -> int:
-        n = 0
-        for node in nodes:
-            validate_node(node)
+        batch = list(nodes)
+        seen: dict[str, int] = {}
+        for i, node in enumerate(batch):
+            at = f"nodes[{i}]"
+            _checked(at, node, validation.validate_node, manifests.validate_node)
+            _first_seen(seen, node.metadata.name, "nodes", i, "metadata.name", "the same name")
+        for node in batch:
             self.nodes[node.metadata.name] = node
             self.core.on_node(node)
-            n += 1
-        return n
+        return len(batch)
 
     def delete_nodes(self, names: Iterable[str]) -> int:
+        """Delete nodes by name; unknown names are skipped. Pods bound to a
+        deleted node stay, counted on its placeholder row (as upstream's cache)."""
         n = 0
         for name in names:
             if self.nodes.pop(name, None) is not None:
@@ -67,29 +132,75 @@ class EmbeddedCluster:
         return n
 
     def upsert_pods(self, pods: Iterable[model.Pod]) -> int:
-        n = 0
-        for pod in pods:
-            validate_pod(pod)
-            md = pod.metadata
-            md.namespace = md.namespace or "default"
-            md.uid = md.uid or default_uid(md.namespace, md.name)
+        batch = [_defaulted(p) for p in pods]
+        keys: dict[str, int] = {}
+        uids: dict[str, int] = {}
+        for i, pod in enumerate(batch):
+            at = f"pods[{i}]"
+            _checked(at, pod, validation.validate_pod, manifests.validate_pod)
+            key, uid = pod.key, pod.metadata.uid
+            _first_seen(keys, key, "pods", i, "metadata.name", "the same namespace and name")
+            _first_seen(uids, uid, "pods", i, "metadata.uid", "the same uid")
+            holder = self._key_of_uid.get(uid)
+            if holder is not None and holder != key:
+                raise AlreadyExists(f"{at}.metadata.uid: {uid!r} is already the uid of pod {holder}")
+            old = self.pods.get(key)
+            if old is not None and old.metadata.uid == uid:
+                was, now = old.spec.node_name, pod.spec.node_name
+                if was and now != was:
+                    raise FailedPrecondition(
+                        f"{at}.spec.nodeName: cannot change from {was!r} to {now!r} "
+                        "(pods are moved by Bind, or deleted and re-created)"
+                    )
+        self.core.admit_pods(batch)
+        for pod in batch:
             old = self.pods.get(pod.key)
-            if old is not None and old.metadata.uid != md.uid:
+            if old is not None and old.metadata.uid != pod.metadata.uid:
                 # Same name, new object: the old one is gone.
+                self._key_of_uid.pop(old.metadata.uid, None)
                 self.core.on_pod_delete(old)
             self.pods[pod.key] = pod
+            self._key_of_uid[pod.metadata.uid] = pod.key
             self.core.on_pod(pod, source=self)
-            n += 1
-        return n
+        return len(batch)
 
     def delete_pods(self, keys: Iterable[str]) -> int:
+        """Delete pods by ``NAMESPACE/NAME``; unknown keys are skipped."""
         n = 0
         for key in keys:
             pod = self.pods.pop(key, None)
             if pod is not None:
+                self._key_of_uid.pop(pod.metadata.uid, None)
                 self.core.on_pod_delete(pod)
                 n += 1
         return n
+
+    def upsert_pod_groups(self, groups: Iterable[model.PodGroup]) -> int:
+        return self._upsert_namespaced(
+            "groups", groups, validation.validate_pod_group, self.pod_groups, self.core.on_pod_group
+        )
+
+    def upsert_pdbs(self, budgets: Iterable[model.PodDisruptionBudget]) -> int:
+        return self._upsert_namespaced("budgets", budgets, validation.validate_pdb, self.pdbs, self.core.on_pdb)
+
+    def _upsert_namespaced(
+        self,
+        batch_name: str,
+        objects: Iterable[Namespaced],
+        check: Callable[[Namespaced], None],
+        store: dict[str, Namespaced],
+        notify: Callable[[Namespaced], None],
+    ) -> int:
+        """Pod groups and PDBs: defaulted to ``default``, validated, unique by key, then applied."""
+        batch = [_in_namespace(obj) for obj in objects]
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"{batch_name}[{i}]", obj, check)
+            _first_seen(seen, _key(obj), batch_name, i, "metadata.name", "the same namespace and name")
+        for obj in batch:
+            store[_key(obj)] = obj
+            notify(obj)
+        return len(batch)
 
     # ------------------------------------------------------------ Source
 
@@ -109,6 +220,10 @@ class EmbeddedCluster:
             spec=msgspec.structs.replace(current.spec, node_name=node),
             status=msgspec.structs.replace(current.status, nominated_node_name=""),
         )
+        try:
+            self.core.admit_pods([updated])
+        except (AlreadyExists, ResourceExhausted) as e:
+            raise BindError(str(e).removeprefix("pods[0].")) from None
         self.pods[pod.key] = updated
         self.bindings.append((pod.key, node))
         self.core.on_pod(updated, source=self)
@@ -117,6 +232,7 @@ class EmbeddedCluster:
         current = self.pods.pop(pod.key, None)
         if current is None:
             return
+        self._key_of_uid.pop(current.metadata.uid, None)
         self.evictions.append((pod.key, reason))
         self.core.on_pod_delete(current)
 
@@ -139,3 +255,25 @@ class EmbeddedCluster:
     def log_summary(self) -> None:
         bound = sum(1 for p in self.pods.values() if p.spec.node_name)
         log.info("embedded cluster: %d nodes, %d pods (%d bound)", len(self.nodes), len(self.pods), bound)
+
+
+def _defaulted(pod: model.Pod) -> model.Pod:
+    """``pod`` with the API server's defaults for a missing namespace and uid
+    (a copy of its metadata when one is missing; the caller's object is not changed)."""
+    md = pod.metadata
+    if md.namespace and md.uid:
+        return pod
+    namespace = md.namespace or "default"
+    md = msgspec.structs.replace(md, namespace=namespace, uid=md.uid or default_uid(namespace, md.name))
+    return msgspec.structs.replace(pod, metadata=md)
+
+
+def _in_namespace(obj: Namespaced) -> Namespaced:
+    """``obj`` in the ``default`` namespace when it names none."""
+    if obj.metadata.namespace:
+        return obj
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="default"))
+
+
+def _key(obj: model.PodGroup | model.PodDisruptionBudget) -> str:
+    return model.pod_key(obj.metadata.namespace, obj.metadata.name)

@@ -11,14 +11,17 @@
   (``component-helpers/scheduling/corev1/nodeaffinity``).
 
 These functions judge one object; :mod:`berth.cache.table` evaluates the same
-requirements over every node at once.
+requirements over every node at once. Selectors are validated where objects
+come in (:mod:`berth.cluster.validation`), so matching never meets an
+operator it does not know.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from berth.cluster import model
+from berth.cluster import model, validation
+from berth.errors import InvalidArgument
 
 __all__ = [
     "SelectorError",
@@ -33,35 +36,25 @@ LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 NODE_OPERATORS = LABEL_OPERATORS | {"Gt", "Lt"}
 
 
-class SelectorError(ValueError):
+class SelectorError(InvalidArgument):
     """A selector that Kubernetes' validation would reject."""
 
 
 def validate_label_selector(sel: model.LabelSelector | None, path: str) -> None:
-    if sel is None:
-        return
-    for i, r in enumerate(sel.match_expressions):
-        _validate(r.key, r.operator, r.values, f"{path}.matchExpressions[{i}]", LABEL_OPERATORS)
+    """metav1validation.ValidateLabelSelector: operators, keys and values
+    (:func:`berth.cluster.validation.validate_label_selector`); raises SelectorError."""
+    try:
+        validation.validate_label_selector(sel, path)
+    except InvalidArgument as e:
+        raise SelectorError(str(e)) from None
 
 
 def validate_node_requirement(r: model.NodeSelectorRequirement, path: str) -> None:
-    _validate(r.key, r.operator, r.values, path, NODE_OPERATORS)
-
-
-def _validate(key: str, op: str, values: list[str], path: str, allowed: frozenset[str]) -> None:
-    if op not in allowed:
-        raise SelectorError(f"{path}.operator: unsupported operator {op!r}")
-    if op in ("In", "NotIn") and not values:
-        raise SelectorError(f"{path}.values: must be non-empty for {op}")
-    if op in ("Exists", "DoesNotExist") and values:
-        raise SelectorError(f"{path}.values: must be empty for {op}")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise SelectorError(f"{path}.values: must have one element for {op}")
-        try:
-            int(values[0])
-        except ValueError:
-            raise SelectorError(f"{path}.values[0]: {values[0]!r} is not an integer") from None
+    """core validation's ValidateNodeSelectorRequirement; raises SelectorError."""
+    try:
+        validation.validate_node_selector_requirement(r, path)
+    except InvalidArgument as e:
+        raise SelectorError(str(e)) from None
 
 
 def _label_requirement(labels: Mapping[str, str], key: str, op: str, values: list[str]) -> bool:

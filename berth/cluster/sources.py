@@ -11,7 +11,7 @@ every source through these two interfaces and never knows which one it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from berth.cluster import model
@@ -36,8 +36,9 @@ class Source(Protocol):
     name: str
 
     def upsert_pods(self, pods: Iterable[model.Pod]) -> int:
-        """Create or replace pods (Submit, the Cluster feed); raises FeedRefused
-        when this source's pods come from elsewhere."""
+        """Create or replace pods (Submit, the Cluster feed), all or none: a
+        bad batch raises a :mod:`berth.errors` kind and changes nothing.
+        Raises FeedRefused when this source's pods come from elsewhere."""
 
     def delete_pods(self, keys: Iterable[str]) -> int:
         """Delete pods by ``NAMESPACE/NAME`` (Cancel, the feed); raises FeedRefused likewise."""
@@ -61,6 +62,13 @@ class Source(Protocol):
 
 class ClusterListener(Protocol):
     """What a source reports (the core implements it)."""
+
+    def admit_pods(self, pods: Sequence[model.Pod]) -> None:
+        """Raise (a :mod:`berth.errors` kind) when the core cannot take this
+        batch of individually valid pods whole — a uid another pod holds, a
+        node whose requested amounts would pass int64 — changing nothing. A
+        source that can refuse (the embedded cluster) asks before it applies
+        any pod of a batch; an informer cannot refuse and does not ask."""
 
     def on_node(self, node: model.Node) -> None: ...
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from berth.cluster import manifests, model
+import msgspec
+
+from berth.cluster import manifests, model, validation
 from berth.cluster.sources import FeedRefused
+from berth.errors import FailedPrecondition, InvalidArgument
 from berth.framework.decision import DecisionKind
-from berth.scheduling.core import Core, VerbError
+from berth.scheduling.core import Core
 
 __all__ = ["CancelResult", "SubmitResult", "cancel", "submit"]
 
@@ -31,54 +34,103 @@ class CancelResult:
 
 
 def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None = None) -> list[SubmitResult]:
-    """Accept every valid pod not already known; one result per input pod, in order."""
+    """Accept every valid pod not already known; one result per input pod, in order.
+
+    Each pod is judged on its own, as the response has a verdict per pod
+    (YuniKorn answers each allocation ask the same way; a gang's all-or-nothing
+    is its PodGroup's ``minMember``, enforced when it is scheduled). A name is
+    one pod's: the first pod with a name is accepted, a later *different* pod
+    with that name (in this request or already known) is rejected as already
+    existing, and so is a uid another pod holds. Submitting the same pod again
+    is idempotent: accepted, "already submitted".
+    """
     if core.scheduler is None:
-        raise VerbError("the scheduling loop is not running on this replica")
+        raise FailedPrecondition("the scheduling loop is not running on this replica")
     feed = core.default_source
     if feed is None:
-        raise VerbError("this Berth has no cluster to submit pods to")
+        raise FailedPrecondition("this Berth has no cluster to submit pods to")
     group_name = ""
     if group is not None:
-        if not group.metadata.name:
-            raise VerbError("group.metadata.name: required")
-        if group.spec.min_member < 1:
-            raise VerbError("group.min_member: must be at least 1")
         group.metadata.namespace = group.metadata.namespace or "default"
+        try:
+            validation.validate_pod_group(group)
+        except ValueError as e:
+            raise InvalidArgument(f"group.{e}") from None
         group_name = group.metadata.name
     results: list[SubmitResult] = []
-    accepted: list[model.Pod] = []
+    accepted: dict[str, model.Pod] = {}  # key -> pod, this request's
+    uids: dict[str, str] = {}  # uid -> key, this request's
     for i, pod in enumerate(pods):
         md = pod.metadata
         md.namespace = md.namespace or "default"
         if group_name:
             md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
         try:
+            validation.validate_pod(pod)
             manifests.validate_pod(pod)
-        except manifests.ManifestError as e:
-            results.append(SubmitResult(pod.key, message=f"pods[{i}]: {e}"))
+        except ValueError as e:
+            results.append(SubmitResult(pod.key, message=f"pods[{i}].{e}"))
             continue
         md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
-        existing = core.pods.by_key(pod.key)
+        existing = accepted.get(pod.key) or core.pods.by_key(pod.key)
         if existing is not None:
-            same = existing.metadata.uid == md.uid
-            message = "already submitted" if same else "a different pod with this name exists"
-            results.append(SubmitResult(pod.key, existing.metadata.uid, same, message))
+            if existing.metadata.uid == md.uid and _same_pod(existing, pod):
+                results.append(SubmitResult(pod.key, md.uid, True, "already submitted"))
+            else:
+                results.append(
+                    SubmitResult(
+                        pod.key,
+                        existing.metadata.uid,
+                        message=f"pods[{i}].metadata.name: already exists: a different pod {pod.key} "
+                        f"(uid {existing.metadata.uid!r}) has this name",
+                    )
+                )
             continue
-        accepted.append(pod)
+        holder = uids.get(md.uid) or _key_of(core.pods.get(md.uid))
+        if holder is not None:
+            results.append(
+                SubmitResult(pod.key, message=f"pods[{i}].metadata.uid: already exists: {md.uid!r} is pod {holder}'s")
+            )
+            continue
+        accepted[pod.key] = pod
+        uids[md.uid] = pod.key
         results.append(SubmitResult(pod.key, md.uid, True))
+    previous = core.pod_groups.get(group.metadata.namespace, group_name) if group is not None else None
     try:
         if group is not None:
             core.on_pod_group(group)
-        feed.upsert_pods(accepted)
-    except FeedRefused as e:
-        raise VerbError(str(e)) from None
+        feed.upsert_pods(accepted.values())
+    except Exception as e:
+        # The pods were refused as a whole: so is the group.
+        if group is not None:
+            if previous is not None:
+                core.on_pod_group(previous)
+            else:
+                core.pod_groups.remove(group.metadata.namespace, group_name)
+        if isinstance(e, FeedRefused):
+            raise FailedPrecondition(str(e)) from None
+        raise
     return results
+
+
+def _same_pod(existing: model.Pod, pod: model.Pod) -> bool:
+    """Whether ``pod`` is ``existing`` submitted again (its node and status
+    aside: those are Berth's doing since)."""
+    return (
+        msgspec.structs.replace(existing.spec, node_name=pod.spec.node_name) == pod.spec
+        and existing.metadata.labels == pod.metadata.labels
+        and existing.metadata.annotations == pod.metadata.annotations
+    )
+
+
+def _key_of(pod: model.Pod | None) -> str | None:
+    return None if pod is None else pod.key
 
 
 def cancel(core: Core, namespace: str, name: str) -> CancelResult:
     """Delete a pod that is still pending; a bound or foreign pod is refused."""
     if core.scheduler is None:
-        raise VerbError("the scheduling loop is not running on this replica")
+        raise FailedPrecondition("the scheduling loop is not running on this replica")
     key = model.pod_key(namespace, name)
     pod = core.pods.by_key(key)
     if pod is None:

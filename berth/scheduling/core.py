@@ -10,17 +10,18 @@ consistent snapshot. Built by :func:`berth.app.build`, the composition root.
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from berth.cache.cache import Cache
+from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
 from berth.cluster import model
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration
-from berth.errors import InvalidArgument
+from berth.errors import AlreadyExists, InvalidArgument
 from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from berth.scheduling.loop import Scheduler
 
 __all__ = ["Core", "VerbError", "scheduler_name_of"]
+
+log = logging.getLogger(__name__)
 
 LEGACY_SCHEDULER_ANNOTATION = "scheduler.alpha.kubernetes.io/name"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -127,13 +130,49 @@ class Core:
         self.cache.remove_node(name)
         self._cache_metrics()
 
+    def admit_pods(self, pods: Sequence[model.Pod]) -> None:
+        """Refuse a batch (valid pod by pod) that the core cannot take whole:
+        a uid another pod holds (AlreadyExists), or a node whose requested
+        amounts would pass int64 at any point while the batch is counted in
+        order (ResourceExhausted). Changes nothing; a source calls it before
+        applying any of the batch, and applies it in the same order."""
+        steps: list[list[tuple[str, int, PodInfo]]] = []
+        for i, pod in enumerate(pods):
+            uid = pod.metadata.uid
+            holder = self.pods.get(uid)
+            if holder is not None and holder.key != pod.key:
+                raise AlreadyExists(f"pods[{i}].metadata.uid: {uid!r} is already the uid of pod {holder.key}")
+            # What stops counting: this uid's old version (unless it stays
+            # assumed, pending), and a different pod that had this name (the
+            # source deletes it first).
+            counts = bool(pod.spec.node_name) and pod.status.phase not in ("Succeeded", "Failed")
+            replaced = self.pods.by_key(pod.key)
+            step: list[tuple[str, int, PodInfo]] = []
+            for old_uid in dict.fromkeys((uid, replaced.metadata.uid if replaced is not None else uid)):
+                old, node = self.cache.get_pod(old_uid), self.cache.pod_node(old_uid)
+                stays = old_uid == uid and not pod.spec.node_name and self.cache.is_assumed(uid)
+                if old is not None and node is not None and not stays:
+                    step.append((node, -1, old))
+            if counts:
+                step.append((pod.spec.node_name, 1, PodInfo.of(pod)))
+            steps.append(step)
+        self.cache.check_steps(steps)
+
     def on_pod(self, pod: model.Pod, *, source: Source) -> None:
         old = self.pods.put(pod, source)
+        uid = pod.metadata.uid
         terminal = pod.status.phase in ("Succeeded", "Failed")
         if pod.spec.node_name and not terminal:
-            self.cache.add_pod(PodInfo.of(pod))
-        elif terminal:
-            self.cache.remove_pod(pod.metadata.uid)
+            try:
+                self.cache.add_pod(PodInfo.of(pod))
+            except UsageOverflow as e:
+                # Only a source that cannot refuse (an informer) gets here: the
+                # cache keeps what it counted before rather than wrap a column.
+                log.error("pod %s is not counted as given: %s", pod.key, e)
+        elif terminal or (self.cache.pod_node(uid) is not None and not self.cache.is_assumed(uid)):
+            # Finished, or no longer bound: it stops counting on its old node
+            # (an assumed pod keeps its place until its binding resolves).
+            self.cache.remove_pod(uid)
         if self.scheduler is not None:
             self.scheduler.on_pod(old, pod)
         self._cache_metrics()
@@ -151,7 +190,16 @@ class Core:
             self.scheduler.on_pod_group(group)
 
     def on_pdb(self, pdb: model.PodDisruptionBudget) -> None:
-        self.pdbs.put(pdb)
+        """Store a PDB. One the API server would reject (an unknown selector
+        operator, say) is not stored — the embedded cluster refuses it before
+        it gets here; from an informer, which cannot refuse, it is logged and
+        treated as absent — so preemption never meets it."""
+        try:
+            self.pdbs.put(pdb)
+        except InvalidArgument as e:
+            key = model.pod_key(pdb.metadata.namespace, pdb.metadata.name)
+            log.error("ignoring PodDisruptionBudget %s: %s", key, e)
+            self.pdbs.remove(pdb.metadata.namespace, pdb.metadata.name)
 
     def on_pdb_delete(self, namespace: str, name: str) -> None:
         self.pdbs.remove(namespace, name)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from berth.cluster import model
+from berth.errors import NotFound, bounded
 from berth.framework import interface as fw
 from berth.framework.decision import Reason
 from berth.scheduling import algorithm
-from berth.scheduling.core import Core, VerbError, scheduler_name_of
+from berth.scheduling.core import Core, scheduler_name_of
 from berth.scheduling.loop import QueueState
 from berth.scheduling.verbs import pod_info
 
@@ -47,9 +48,9 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
     snap = core.snapshot()
     rows = snap.order()
     if node_names:
-        unknown = [n for n in node_names if n not in snap.index]
+        unknown = [n for n in node_names if n not in snap.index or not snap.alive[snap.index[n]]]
         if unknown:
-            raise VerbError(f"node_names: unknown node(s) {', '.join(unknown)}")
+            raise NotFound(f"node_names: unknown node(s) {_some(unknown)}")
         rows = snap.rows_of(node_names)
     queue = core.scheduler.queue_state(pi.uid) if core.scheduler is not None else QueueState()
     state = fw.CycleState()
@@ -94,6 +95,18 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
         str(algorithm.FitError(pi, diagnosis)) if n_feasible == 0 else f"{n_feasible}/{len(rows)} nodes are available"
     )
     return Explanation(fwk.name, nodes, n_feasible, summary, queue=queue)
+
+
+_SHOWN_NAMES = 10
+_SHOWN_NAME_CHARS = 64
+
+
+def _some(names: list[str]) -> str:
+    """The first few names, each cut short, and how many more: a message
+    whose size does not grow with the request (gRPC carries it in metadata)."""
+    shown = [n if len(n) <= _SHOWN_NAME_CHARS else n[:_SHOWN_NAME_CHARS] + "..." for n in names[:_SHOWN_NAMES]]
+    more = len(names) - len(shown)
+    return bounded(", ".join(shown) + (f" ... and {more} more" if more else ""))
 
 
 @dataclasses.dataclass(slots=True)

@@ -8,7 +8,7 @@ placed on them live in the cache.
 
 from __future__ import annotations
 
-from berth.cluster import labels, model
+from berth.cluster import labels, model, validation
 from berth.cluster.sources import Source
 
 __all__ = ["PodDisruptionBudgetStore", "PodGroupStore", "PodStore"]
@@ -32,6 +32,8 @@ class PodStore:
         """Store the latest object; returns the previous one."""
         uid = pod.metadata.uid
         old = self._pods.get(uid)
+        if old is not None and old.key != pod.key and self._uid_by_key.get(old.key) == uid:
+            del self._uid_by_key[old.key]  # a uid is one object's, whatever it was called
         self._pods[uid] = pod
         self._sources[uid] = source
         self._uid_by_key[pod.key] = uid
@@ -87,12 +89,18 @@ class PodGroupStore:
     def get(self, namespace: str, name: str) -> model.PodGroup | None:
         return self._groups.get(model.pod_key(namespace, name))
 
+    def remove(self, namespace: str, name: str) -> None:
+        self._groups.pop(model.pod_key(namespace, name), None)
+
 
 class PodDisruptionBudgetStore:
     def __init__(self) -> None:
         self._budgets: dict[str, model.PodDisruptionBudget] = {}
 
     def put(self, pdb: model.PodDisruptionBudget) -> None:
+        """Store ``pdb``; raises InvalidArgument (storing nothing) for one the
+        API server would reject, so every stored selector can be matched."""
+        validation.validate_pdb(pdb)
         self._budgets[model.pod_key(pdb.metadata.namespace, pdb.metadata.name)] = pdb
 
     def remove(self, namespace: str, name: str) -> None:
