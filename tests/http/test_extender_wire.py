@@ -191,13 +191,13 @@ async def test_bind_of_an_unknown_pod_says_not_found(client: Any) -> None:
     [
         ("filter", b"{not json", "ExtenderArgs: "),
         ("filter", b"[1, 2]", "ExtenderArgs: expected a JSON object"),
-        ("filter", b"", "empty request body"),
+        ("filter", b"", "request body: empty"),
         ("filter", dumps({"Nodes": None, "NodeNames": ["big"]}), "Pod: required"),
         ("filter", dumps({"Pod": api_pod()}), "either NodeNames or Nodes is required"),
         (
             "filter",
             dumps({"Pod": {"metadata": {"name": "x"}, "spec": {"containers": "oops"}}, "NodeNames": []}),
-            "Pod: ",
+            "Pod.spec.containers: Expected `array`, got `str`",
         ),
         ("prioritize", dumps({"Pod": api_pod(), "NodeNames": "big"}), "NodeNames: "),
         ("preempt", dumps({"Pod": api_pod(), "NodeNameToMetaVictims": {"big": {"Pods": [{}]}}}), "UID: required"),
@@ -231,7 +231,7 @@ async def test_oversized_body_gets_413(client: Any) -> None:
     c, _, _ = client
     huge = args(api_pod(), nodes=[api_node(f"n{i}") for i in range(2000)])
     got = await post(c, "filter", huge, status=413)
-    assert "too large" in got["Error"]
+    assert "more than http.maxBodyBytes (2097152 bytes)" in got["Error"]
 
 
 async def test_wrong_method_gets_405(client: Any) -> None:
