@@ -8,6 +8,7 @@ dry-run) and that Berth and kube-scheduler work under exactly the chart's RBAC.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import json
@@ -53,6 +54,7 @@ from tests.helm.conftest import (
 FULLNAME = f"{RELEASE}-berth"
 KS_NAME = f"{FULLNAME}-kube-scheduler"
 CONFIG_PATH = "/etc/berth/config.yaml"
+TOKEN_SECRET = f"{FULLNAME}-grpc-token"
 
 TLS = {"enabled": True}
 MTLS = {"enabled": True, "clientAuth": True}
@@ -194,6 +196,7 @@ def test_scheduler_role_renders_berth_only(render: Render) -> None:
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
         ("Pod", f"{FULLNAME}-test"),
+        ("Secret", TOKEN_SECRET),
     }
     for doc in r.docs:
         if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
@@ -211,6 +214,7 @@ def test_extender_role_adds_a_kube_scheduler_and_drops_the_lease(render: Render)
         ("Deployment", FULLNAME),
         ("PodDisruptionBudget", FULLNAME),
         ("Pod", f"{FULLNAME}-test"),
+        ("Secret", TOKEN_SECRET),
         ("ServiceAccount", KS_NAME),
         ("ConfigMap", KS_NAME),
         ("ClusterRoleBinding", KS_NAME),
@@ -1101,6 +1105,10 @@ def _berth_config_file(r: Rendered, name: str, path: Path) -> tuple[Path, int]:
     http_port = free_port()
     doc["http"] |= {"host": "127.0.0.1", "port": http_port}
     doc["grpc"] |= {"host": "127.0.0.1", "port": free_port()}
+    if "tokenFile" in doc["grpc"].get("auth", {}):  # the mounted Secret, on this machine
+        token = path.with_name("grpc-token")
+        token.write_bytes(base64.b64decode(r.one("Secret", TOKEN_SECRET)["data"]["token"]))
+        doc["grpc"]["auth"]["tokenFile"] = str(token)
     config.parse(doc)
     path.write_text(yaml.safe_dump(doc))
     return path, http_port

@@ -65,7 +65,11 @@ async def test_mtls_requires_a_client_certificate_from_the_ca(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("which", "message"),
-    [("cert", "http.tls: cannot read"), ("ca", "http.tls.clientCAFile: cannot read"), ("mismatch", "certFile/keyFile")],
+    [
+        ("cert", "http.tls.certFile: cannot read"),
+        ("ca", "http.tls.clientCAFile: cannot read"),
+        ("mismatch", "certFile/keyFile"),
+    ],
     ids=["missing certificate", "missing client CA", "key of another certificate"],
 )
 def test_unusable_tls_files_name_the_field(tmp_path: Path, which: str, message: str) -> None:

@@ -3,13 +3,22 @@
 The only place that knows both shapes. Quantities become canonical integers
 on the way out (``resources.canonical``) and exact quantity strings on the
 way in (``resources.format_quantity``).
+
+On the way in, every value the model cannot hold is
+:class:`berth.errors.InvalidArgument` whose message starts with the
+protobuf field path (``pods[3].spec.containers[0].requests[cpu]: ...``), as
+the API server's field errors do (``k8s.io/apimachinery/pkg/util/validation/field``,
+``path: Invalid value: value: detail``). Helpers raise paths relative to the
+object they convert; each level prefixes its own field (``_under``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
+from berth import errors
 from berth.api.v1 import cluster_pb2 as cpb
 from berth.api.v1 import model_pb2 as pb
 from berth.api.v1 import scheduler_pb2 as spb
@@ -24,18 +33,56 @@ __all__ = [
     "node_from_pb",
     "node_summaries_to_pb",
     "node_to_pb",
+    "nodes_from_pb",
     "pdb_from_pb",
     "pod_from_pb",
     "pod_to_pb",
     "podgroup_from_pb",
+    "pods_from_pb",
 ]
+
+T = TypeVar("T")
+M = TypeVar("M")
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def _rl_from_pb(m: Mapping[str, int]) -> model.ResourceList:
-    return {k: resources.format_quantity(k, v) for k, v in m.items()}
+def _under(path: str, e: errors.InvalidArgument) -> errors.InvalidArgument:
+    """``e`` (whose message starts with a relative field path) under ``path``."""
+    message = str(e)
+    if not path:
+        return e
+    return errors.InvalidArgument(f"{path}{'' if message.startswith('[') else '.'}{message}")
+
+
+def _each(items: Iterable[M], convert: Callable[[M], T], field: str) -> list[T]:
+    """``convert`` of every item; an error names the item's index."""
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(convert(item))
+        except errors.InvalidArgument as e:
+            raise _under(f"{field}[{i}]", e) from None
+    return out
+
+
+#: pkg/apis/core/validation's ValidateNonnegativeQuantity (apimachinery's
+#: IsNegativeErrorMsg): no request, limit, capacity or allocatable is negative.
+_NEGATIVE = "must be greater than or equal to 0"
+
+
+def _rl_from_pb(m: Mapping[str, int], field: str) -> model.ResourceList:
+    out: model.ResourceList = {}
+    for k, v in m.items():
+        if v < 0:
+            raise errors.InvalidArgument(f"{field}[{k}]: Invalid value: {v}: {_NEGATIVE}")
+        q = out[k] = resources.format_quantity(k, v)
+        try:
+            resources.canonical(k, q)  # the quantity rules (range) of berth.cluster.resources
+        except resources.QuantityError as e:
+            raise errors.InvalidArgument(f"{field}[{k}]: Invalid value: {v}: {e.detail}") from None
+    return out
 
 
 def _rl_to_pb(rl: model.ResourceList) -> dict[str, int]:
@@ -51,9 +98,17 @@ def _ts_ms(text: str | None) -> int:
         return 0
 
 
+#: Milliseconds since the epoch a datetime can hold (years 1 to 9999).
+_MS_RANGE = range(-62_135_596_800_000, 253_402_300_800_000)
+
+
 def _ts_text(ms: int) -> str | None:
     if not ms:
         return None
+    if ms not in _MS_RANGE:
+        raise errors.InvalidArgument(
+            f"metadata.creation_timestamp_ms: Invalid value: {ms}: not a time between the years 1 and 9999"
+        )
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -236,7 +291,9 @@ def _affinity_to_pb(a: model.Affinity) -> pb.Affinity:
 def _container_from_pb(c: pb.Container) -> model.Container:
     res = None
     if c.requests or c.limits:
-        res = model.ResourceRequirements(requests=_rl_from_pb(c.requests), limits=_rl_from_pb(c.limits))
+        res = model.ResourceRequirements(
+            requests=_rl_from_pb(c.requests, "requests"), limits=_rl_from_pb(c.limits, "limits")
+        )
     return model.Container(
         name=c.name,
         image=c.image,
@@ -271,7 +328,20 @@ def _container_to_pb(c: model.Container) -> pb.Container:
 # ---------------------------------------------------------------- pods
 
 
-def pod_from_pb(p: pb.Pod) -> model.Pod:
+def pods_from_pb(pods: Iterable[pb.Pod], path: str) -> list[model.Pod]:
+    """:func:`pod_from_pb` of each; errors name ``path[i]``."""
+    return _each(pods, pod_from_pb, path)
+
+
+def pod_from_pb(p: pb.Pod, path: str = "") -> model.Pod:
+    """The model's pod; InvalidArgument names the field under ``path``."""
+    try:
+        return _pod_from_pb(p)
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
+
+
+def _pod_from_pb(p: pb.Pod) -> model.Pod:
     s = p.spec
     spec = model.PodSpec(
         node_name=s.node_name,
@@ -304,13 +374,15 @@ def pod_from_pb(p: pb.Pod) -> model.Pod:
             )
             for c in s.topology_spread_constraints
         ],
-        containers=[_container_from_pb(c) for c in s.containers],
-        init_containers=[_container_from_pb(c) for c in s.init_containers],
-        overhead=_rl_from_pb(s.overhead),
+        containers=_each(s.containers, _container_from_pb, "spec.containers"),
+        init_containers=_each(s.init_containers, _container_from_pb, "spec.init_containers"),
+        overhead=_rl_from_pb(s.overhead, "spec.overhead"),
         scheduling_gates=[model.SchedulingGate(name=g.name) for g in s.scheduling_gates],
         host_network=s.host_network,
         resources=(
-            model.ResourceRequirements(requests=_rl_from_pb(s.resources_requests)) if s.resources_requests else None
+            model.ResourceRequirements(requests=_rl_from_pb(s.resources_requests, "spec.resources_requests"))
+            if s.resources_requests
+            else None
         ),
     )
     return model.Pod(
@@ -369,7 +441,20 @@ def pod_to_pb(p: model.Pod) -> pb.Pod:
 # ---------------------------------------------------------------- nodes
 
 
-def node_from_pb(n: pb.Node) -> model.Node:
+def nodes_from_pb(nodes: Iterable[pb.Node], path: str) -> list[model.Node]:
+    """:func:`node_from_pb` of each; errors name ``path[i]``."""
+    return _each(nodes, node_from_pb, path)
+
+
+def node_from_pb(n: pb.Node, path: str = "") -> model.Node:
+    """The model's node; InvalidArgument names the field under ``path``."""
+    try:
+        return _node_from_pb(n)
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
+
+
+def _node_from_pb(n: pb.Node) -> model.Node:
     return model.Node(
         metadata=_meta_from_pb(n.metadata),
         spec=model.NodeSpec(
@@ -377,8 +462,8 @@ def node_from_pb(n: pb.Node) -> model.Node:
             taints=[model.Taint(key=t.key, value=t.value, effect=t.effect) for t in n.spec.taints],
         ),
         status=model.NodeStatus(
-            capacity=_rl_from_pb(n.status.capacity),
-            allocatable=_rl_from_pb(n.status.allocatable),
+            capacity=_rl_from_pb(n.status.capacity, "status.capacity"),
+            allocatable=_rl_from_pb(n.status.allocatable, "status.allocatable"),
             images=[model.ContainerImage(names=list(i.names), size_bytes=i.size_bytes) for i in n.status.images],
         ),
     )
@@ -406,23 +491,29 @@ def taint_to_pb(t: model.Taint) -> pb.Taint:
 # ---------------------------------------------------------------- groups
 
 
-def podgroup_from_pb(g: pb.PodGroup) -> model.PodGroup:
-    return model.PodGroup(
-        metadata=_meta_from_pb(g.metadata),
-        spec=model.PodGroupSpec(
-            min_member=g.min_member,
-            schedule_timeout_seconds=g.schedule_timeout_seconds or None,
-            min_resources=_rl_from_pb(g.min_resources),
-        ),
-    )
+def podgroup_from_pb(g: pb.PodGroup, path: str = "") -> model.PodGroup:
+    try:
+        return model.PodGroup(
+            metadata=_meta_from_pb(g.metadata),
+            spec=model.PodGroupSpec(
+                min_member=g.min_member,
+                schedule_timeout_seconds=g.schedule_timeout_seconds or None,
+                min_resources=_rl_from_pb(g.min_resources, "min_resources"),
+            ),
+        )
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
 
 
-def pdb_from_pb(b: pb.PodDisruptionBudget) -> model.PodDisruptionBudget:
-    return model.PodDisruptionBudget(
-        metadata=_meta_from_pb(b.metadata),
-        spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
-        status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
-    )
+def pdb_from_pb(b: pb.PodDisruptionBudget, path: str = "") -> model.PodDisruptionBudget:
+    try:
+        return model.PodDisruptionBudget(
+            metadata=_meta_from_pb(b.metadata),
+            spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
+            status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
+        )
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
 
 
 # ---------------------------------------------------------------- verbs' results

@@ -2,52 +2,48 @@
 core, plus the standard health and reflection services (grpc.aio; shape of
 grpc's ``async_greeter_server_with_graceful_shutdown.py``).
 
-Client mistakes (a bad pod, an unknown profile, an invalid manifest) become
-INVALID_ARGUMENT with the core's message; anything unexpected is INTERNAL and
-logged, and the server keeps serving.
+Servicers raise :mod:`berth.errors` kinds; :class:`edge.EdgeInterceptor`
+decodes every request, authenticates mutating calls and maps the kinds to
+status codes in one place (undecodable bytes are INVALID_ARGUMENT, a bug is
+INTERNAL and logged), and the server keeps serving.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from berth.adapters.grpc import convert
+from berth import errors
+from berth.adapters.grpc import convert, edge, security
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
-from berth.cluster import manifests, model
+from berth.cluster import model
 from berth.cluster.embedded import EmbeddedCluster
-from berth.config import TLSConfig
+from berth.config import GrpcConfig
 from berth.scheduling import batch, explain
 from berth.scheduling.core import Core, VerbError
 from berth.scheduling.verbs import Extender, VictimsRequest
 
-__all__ = ["GrpcServer"]
+__all__ = ["GrpcServer", "validate"]
 
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-_CLIENT_ERRORS = (VerbError, manifests.ManifestError, ValueError)
+#: Checks a gRPC configuration before any port is bound (ConfigError).
+validate = security.validate
 
 
 async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[Resp]]) -> Resp:
-    try:
-        return await call()
-    except _CLIENT_ERRORS as e:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-    except grpc.aio.AbortError:
-        raise
-    except Exception as e:
-        log.exception("internal error in gRPC call")
-        await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {e}")
-    raise AssertionError("unreachable")
+    """Runs ``call``; errors are mapped by :class:`edge.EdgeInterceptor`."""
+    return await call()
 
 
 async def _now(value: Resp) -> Resp:
@@ -60,91 +56,65 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         self.verbs = verbs
 
     async def Filter(self, request: scheduler_pb2.FilterRequest, context: Any) -> scheduler_pb2.FilterResponse:
-        def run() -> scheduler_pb2.FilterResponse:
-            names, nodes = _node_set(request.nodes)
-            res = self.verbs.filter(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
-            return scheduler_pb2.FilterResponse(
-                node_names=res.passed,
-                failed_nodes=res.failed,
-                failed_and_unresolvable_nodes=res.unresolvable,
-                error=res.error,
-            )
-
-        return await _guard(context, lambda: _now(run()))
+        names, nodes = _node_set(request.nodes)
+        res = self.verbs.filter(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+        return scheduler_pb2.FilterResponse(
+            node_names=res.passed,
+            failed_nodes=res.failed,
+            failed_and_unresolvable_nodes=res.unresolvable,
+            error=res.error,
+        )
 
     async def Prioritize(
         self, request: scheduler_pb2.PrioritizeRequest, context: Any
     ) -> scheduler_pb2.PrioritizeResponse:
-        def run() -> scheduler_pb2.PrioritizeResponse:
-            names, nodes = _node_set(request.nodes)
-            res = self.verbs.prioritize(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
-            return scheduler_pb2.PrioritizeResponse(
-                host_priorities=[
-                    scheduler_pb2.HostPriority(host=n, score=s)
-                    for n, s in zip(res.names, res.scores.tolist(), strict=True)
-                ],
-                error=res.error,
-            )
-
-        return await _guard(context, lambda: _now(run()))
+        names, nodes = _node_set(request.nodes)
+        res = self.verbs.prioritize(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+        return scheduler_pb2.PrioritizeResponse(
+            host_priorities=[
+                scheduler_pb2.HostPriority(host=n, score=s) for n, s in zip(res.names, res.scores.tolist(), strict=True)
+            ],
+            error=res.error,
+        )
 
     async def Preempt(self, request: scheduler_pb2.PreemptRequest, context: Any) -> scheduler_pb2.PreemptResponse:
-        def run() -> scheduler_pb2.PreemptResponse:
-            victims = {
-                node: VictimsRequest(list(v.pod_uids), [convert.pod_from_pb(p) for p in v.pods])
-                for node, v in request.node_name_to_victims.items()
-            }
-            resp = scheduler_pb2.PreemptResponse()
-            for node, meta in self.verbs.preempt(_pod(request.pod), victims, profile=request.profile).items():
-                resp.node_name_to_meta_victims[node].pod_uids.extend(meta.uids)
-                resp.node_name_to_meta_victims[node].num_pdb_violations = meta.num_pdb_violations
-            return resp
-
-        return await _guard(context, lambda: _now(run()))
+        victims = {
+            node: VictimsRequest(list(v.pod_uids), convert.pods_from_pb(v.pods, f"node_name_to_victims[{node}].pods"))
+            for node, v in request.node_name_to_victims.items()
+        }
+        resp = scheduler_pb2.PreemptResponse()
+        for node, meta in self.verbs.preempt(_pod(request.pod), victims, profile=request.profile).items():
+            resp.node_name_to_meta_victims[node].pod_uids.extend(meta.uids)
+            resp.node_name_to_meta_victims[node].num_pdb_violations = meta.num_pdb_violations
+        return resp
 
     async def Bind(self, request: scheduler_pb2.BindRequest, context: Any) -> scheduler_pb2.BindResponse:
-        async def run() -> scheduler_pb2.BindResponse:
-            r = request
-            return scheduler_pb2.BindResponse(
-                error=await self.verbs.bind(r.pod_namespace, r.pod_name, r.pod_uid, r.node)
-            )
-
-        return await _guard(context, run)
+        r = request
+        return scheduler_pb2.BindResponse(error=await self.verbs.bind(r.pod_namespace, r.pod_name, r.pod_uid, r.node))
 
     async def Explain(self, request: scheduler_pb2.ExplainRequest, context: Any) -> scheduler_pb2.ExplainResponse:
-        def run() -> scheduler_pb2.ExplainResponse:
-            e = explain.explain(
-                self.core, _pod(request.pod), profile=request.profile, node_names=list(request.node_names)
-            )
-            return convert.explanation_to_pb(e)
-
-        return await _guard(context, lambda: _now(run()))
+        e = explain.explain(self.core, _pod(request.pod), profile=request.profile, node_names=list(request.node_names))
+        return convert.explanation_to_pb(e)
 
     async def Submit(self, request: scheduler_pb2.SubmitRequest, context: Any) -> scheduler_pb2.SubmitResponse:
-        def run() -> scheduler_pb2.SubmitResponse:
-            group = convert.podgroup_from_pb(request.group) if request.HasField("group") else None
-            results = batch.submit(self.core, [convert.pod_from_pb(p) for p in request.pods], group)
-            return scheduler_pb2.SubmitResponse(
-                results=[
-                    scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
-                    for r in results
-                ]
-            )
-
-        return await _guard(context, lambda: _now(run()))
+        group = convert.podgroup_from_pb(request.group, "group") if request.HasField("group") else None
+        results = batch.submit(self.core, convert.pods_from_pb(request.pods, "pods"), group)
+        return scheduler_pb2.SubmitResponse(
+            results=[
+                scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
+                for r in results
+            ]
+        )
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: Any) -> scheduler_pb2.CancelResponse:
-        def run() -> scheduler_pb2.CancelResponse:
-            res = batch.cancel(self.core, request.namespace, request.name)
-            return scheduler_pb2.CancelResponse(cancelled=res.cancelled, message=res.message)
-
-        return await _guard(context, lambda: _now(run()))
+        res = batch.cancel(self.core, request.namespace, request.name)
+        return scheduler_pb2.CancelResponse(cancelled=res.cancelled, message=res.message)
 
     async def WatchDecisions(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
     ) -> AsyncIterator[scheduler_pb2.Decision]:
         if self.core.scheduler is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the scheduling loop is not running")
+            raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
             yield convert.decision_to_pb(decision)
 
@@ -152,106 +122,80 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
 def _pod(pod: model_pb2.Pod) -> model.Pod:
     if not pod.metadata.name and not pod.metadata.uid:
         raise VerbError("pod: required (a pod with metadata.name)")
-    return convert.pod_from_pb(pod)
+    return convert.pod_from_pb(pod, "pod")
 
 
 def _node_set(ns: scheduler_pb2.NodeSet) -> tuple[list[str] | None, list[model.Node] | None]:
     """Node names (nodeCacheCapable), or full node objects."""
     if ns.full_objects or len(ns.nodes):
-        return None, [convert.node_from_pb(n) for n in ns.nodes]
+        return None, convert.nodes_from_pb(ns.nodes, "nodes.nodes")
     return list(ns.node_names), None
 
 
 class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
-    """The state feed, written into the embedded cluster that owns fed objects."""
+    """The state feed: each call converts its batch and hands it to the embedded
+    cluster, which validates the whole batch and applies all of it or none
+    (:mod:`berth.cluster.embedded`)."""
 
     def __init__(self, core: Core, feed: EmbeddedCluster) -> None:
         self.core = core
         self.feed = feed
 
     async def UpsertNodes(self, request: cluster_pb2.UpsertNodesRequest, context: Any) -> cluster_pb2.UpsertResponse:
-        def run() -> cluster_pb2.UpsertResponse:
-            nodes = [convert.node_from_pb(n) for n in request.nodes]
-            for i, n in enumerate(nodes):
-                _named(n.metadata.name, f"nodes[{i}]")
-            return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_nodes(nodes))
-
-        return await _guard(context, lambda: _now(run()))
+        nodes = convert.nodes_from_pb(request.nodes, "nodes")
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_nodes(nodes))
 
     async def DeleteNodes(self, request: cluster_pb2.DeleteNodesRequest, context: Any) -> cluster_pb2.DeleteResponse:
-        return await _guard(
-            context, lambda: _now(cluster_pb2.DeleteResponse(deleted=self.feed.delete_nodes(request.names)))
-        )
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_nodes(request.names))
 
     async def UpsertPods(self, request: cluster_pb2.UpsertPodsRequest, context: Any) -> cluster_pb2.UpsertResponse:
-        def run() -> cluster_pb2.UpsertResponse:
-            pods = [convert.pod_from_pb(p) for p in request.pods]
-            for i, p in enumerate(pods):
-                try:
-                    manifests.validate_pod(p)
-                except manifests.ManifestError as e:
-                    raise VerbError(f"pods[{i}] ({p.key}): {e}") from None
-            return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pods(pods))
-
-        return await _guard(context, lambda: _now(run()))
+        pods = convert.pods_from_pb(request.pods, "pods")
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pods(pods))
 
     async def DeletePods(self, request: cluster_pb2.DeletePodsRequest, context: Any) -> cluster_pb2.DeleteResponse:
         keys = [model.pod_key(r.namespace, r.name) for r in request.pods]
-        return await _guard(context, lambda: _now(cluster_pb2.DeleteResponse(deleted=self.feed.delete_pods(keys))))
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_pods(keys))
 
     async def UpsertPodGroups(
         self, request: cluster_pb2.UpsertPodGroupsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        def run() -> cluster_pb2.UpsertResponse:
-            for g in request.groups:
-                group = convert.podgroup_from_pb(g)
-                _named(group.metadata.name, "groups[]")
-                group.metadata.namespace = group.metadata.namespace or "default"
-                self.core.on_pod_group(group)
-            return cluster_pb2.UpsertResponse(upserted=len(request.groups))
-
-        return await _guard(context, lambda: _now(run()))
+        groups = [convert.podgroup_from_pb(g, f"groups[{i}]") for i, g in enumerate(request.groups)]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pod_groups(groups))
 
     async def UpsertPodDisruptionBudgets(
         self, request: cluster_pb2.UpsertPodDisruptionBudgetsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        def run() -> cluster_pb2.UpsertResponse:
-            for b in request.budgets:
-                pdb = convert.pdb_from_pb(b)
-                _named(pdb.metadata.name, "budgets[]")
-                pdb.metadata.namespace = pdb.metadata.namespace or "default"
-                self.core.on_pdb(pdb)
-            return cluster_pb2.UpsertResponse(upserted=len(request.budgets))
-
-        return await _guard(context, lambda: _now(run()))
+        budgets = [convert.pdb_from_pb(b, f"budgets[{i}]") for i, b in enumerate(request.budgets)]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pdbs(budgets))
 
     async def ListNodes(self, request: cluster_pb2.ListNodesRequest, context: Any) -> cluster_pb2.ListNodesResponse:
-        return await _guard(context, lambda: _now(convert.node_summaries_to_pb(explain.list_nodes(self.core))))
-
-
-def _named(name: str, path: str) -> None:
-    if not name:
-        raise VerbError(f"{path}.metadata.name: required")
-
-
-def server_credentials(tls: TLSConfig) -> grpc.ServerCredentials:
-    try:
-        key = Path(tls.key_file).read_bytes()
-        cert = Path(tls.cert_file).read_bytes()
-        ca = Path(tls.client_ca_file).read_bytes() if tls.client_ca_file else None
-    except OSError as e:
-        raise ValueError(f"grpc.tls: cannot read {e.filename}: {e.strerror}") from None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+        return convert.node_summaries_to_pb(explain.list_nodes(self.core))
 
 
 class GrpcServer:
-    """The grpc.aio server with Berth's services; start/stop with grace."""
+    """The grpc.aio server with Berth's services; start/stop with grace.
+
+    Construction checks the configuration (:func:`validate`), reads the
+    credentials and binds the port: an address already in use is
+    ``OSError(EADDRINUSE)`` naming it. ``grpc.so_reuseport`` is off, so a
+    second ``berth serve`` on the same port fails instead of silently
+    sharing it (grpc turns SO_REUSEPORT on by default; both would listen
+    and clients would reach either).
+    """
 
     def __init__(self, core: Core, verbs: Extender, feed: EmbeddedCluster) -> None:
-        cfg = core.cfg
-        limit = cfg.grpc.max_message_bytes
+        cfg = core.cfg.grpc
+        auth = security.Authenticator(cfg)
+        limit = cfg.max_message_bytes
         self.server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+            interceptors=[edge.EdgeInterceptor(auth)],
+            options=[
+                ("grpc.so_reuseport", 0),
+                # Applied by grpc core after decompression: a small gzip
+                # message that inflates past the limit is RESOURCE_EXHAUSTED.
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+            ],
         )
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(core, verbs), self.server)
         cluster_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(core, feed), self.server)
@@ -264,13 +208,20 @@ class GrpcServer:
             reflection.SERVICE_NAME,
         )
         reflection.enable_server_reflection(names, self.server)
-        address = f"{cfg.grpc.host}:{cfg.grpc.port}"
-        if cfg.grpc.tls is not None:
-            self.port = self.server.add_secure_port(address, server_credentials(cfg.grpc.tls))
-        else:
-            self.port = self.server.add_insecure_port(address)
-        if self.port == 0:
-            raise OSError(f"cannot listen for gRPC on {address}")
+        self.port = self._bind(cfg)
+
+    def _bind(self, cfg: GrpcConfig) -> int:
+        address = f"{cfg.host}:{cfg.port}"
+        try:
+            if cfg.tls is not None:
+                port = int(self.server.add_secure_port(address, security.server_credentials(cfg.tls)))
+            else:
+                port = int(self.server.add_insecure_port(address))
+        except RuntimeError:
+            port = 0  # grpc says only "Failed to bind"; ask the OS why below
+        if port == 0:
+            raise _bind_error(cfg.host, cfg.port)
+        return port
 
     async def start(self) -> None:
         await self.server.start()
@@ -282,5 +233,23 @@ class GrpcServer:
             await self.health.set(service, status)
 
     async def stop(self, grace: float = 5.0) -> None:
+        """Health turns NOT_SERVING, new calls are refused, calls in flight
+        get ``grace`` seconds, then the rest are cancelled."""
         await self.set_serving(False)
         await self.server.stop(grace)
+
+
+def _bind_error(host: str, port: int) -> OSError:
+    """Why grpc could not bind ``host:port``: it logs the reason but raises a
+    bare RuntimeError, so try the same bind with a plain socket."""
+    address = f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, sockaddr in infos:
+            with socket.socket(family, kind, proto) as s:
+                s.bind(sockaddr)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return OSError(errno.EADDRINUSE, f"gRPC: address {address} is already in use")
+        return OSError(e.errno, f"gRPC: cannot listen on {address}: {e.strerror or e}")
+    return OSError(f"gRPC: cannot listen on {address} (GRPC_VERBOSITY=debug logs grpc's reason)")

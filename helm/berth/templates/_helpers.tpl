@@ -103,6 +103,13 @@ app.kubernetes.io/component: kube-scheduler
 
 {{- define "berth.tlsDir" -}}/etc/berth/tls{{- end }}
 
+{{/* The gRPC bearer token: a Secret (key `token`) mounted here. */}}
+{{- define "berth.grpcTokenDir" -}}/etc/berth/grpc-auth{{- end }}
+
+{{- define "berth.grpcTokenSecretName" -}}
+{{- default (include "berth.suffixed" (dict "root" . "suffix" "grpc-token")) .Values.grpc.auth.existingSecret }}
+{{- end }}
+
 {{/*
 The BerthConfiguration. Chart-owned fields (http, grpc, extender,
 leaderElection, runSchedulingLoop) come last so `config` cannot override them
@@ -125,6 +132,9 @@ leaderElection, runSchedulingLoop) come last so `config` cannot override them
 {{- $http := dict "host" "0.0.0.0" "port" (int .Values.http.port) "maxBodyBytes" (int64 .Values.http.maxBodyBytes) -}}
 {{- $grpc := dict "host" "0.0.0.0" "port" (int .Values.grpc.port) "maxMessageBytes" (int64 .Values.grpc.maxMessageBytes) -}}
 {{- if .Values.tls.enabled }}{{ $_ := set $http "tls" $tls }}{{ $_ := set $grpc "tls" $tls }}{{ end -}}
+{{- $auth := dict "allowUnauthenticatedMutations" .Values.grpc.auth.allowUnauthenticatedMutations -}}
+{{- if .Values.grpc.auth.token }}{{ $_ := set $auth "tokenFile" (printf "%s/token" (include "berth.grpcTokenDir" .)) }}{{ end -}}
+{{- $_ := set $grpc "auth" $auth -}}
 {{- $isScheduler := eq .Values.role "scheduler" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) -}}
 {{- $_ := set $cfg "apiVersion" "berth.dev/v1" -}}
@@ -227,6 +237,9 @@ httpGet:
 {{- end }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) }}
 {{- fail "tls.certManager.enabled: true needs tls.enabled: true" }}
+{{- end }}
+{{- if not (or .Values.grpc.auth.token .Values.tls.clientAuth .Values.grpc.auth.allowUnauthenticatedMutations) }}
+{{- fail "grpc.auth: Berth listens on 0.0.0.0 and refuses to start without authentication of mutating RPCs: keep grpc.auth.token: true, set tls.clientAuth: true, or set grpc.auth.allowUnauthenticatedMutations: true" }}
 {{- end }}
 {{- if eq (int .Values.http.port) (int .Values.grpc.port) }}
 {{- fail (printf "http.port and grpc.port must differ (both %d)" (int .Values.http.port)) }}

@@ -1,0 +1,163 @@
+"""Every gRPC call passes here: decode, authenticate, map errors to codes.
+
+One server interceptor wraps each unary-request method (unary and
+server-streaming) so that
+
+1. the handler receives the raw request bytes and decodes them itself:
+   grpc.aio answers UNKNOWN or INTERNAL when its ``request_deserializer``
+   raises, but bytes that are not a ``berth.v1`` message are the client's
+   mistake, so they become ``INVALID_ARGUMENT "request: cannot decode
+   berth.v1.X: ..."``;
+2. mutating methods ask :class:`security.Authenticator` first;
+3. the error kinds of :mod:`berth.errors` become the status code of the
+   same name (:data:`CODES`); a remaining :class:`ValueError` is a bad
+   request too (INVALID_ARGUMENT); anything else is a bug: logged once with
+   its traceback and answered INTERNAL. Every details string is cut by
+   :func:`berth.errors.bounded`: status details travel in a header, and an
+   error listing 10 000 node names would not fit.
+
+Client-streaming methods (only reflection's) pass through untouched.
+Message size limits (``grpc.maxMessageBytes``) are grpc core's, applied
+after decompression, before anything here runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from berth import errors
+from berth.adapters.grpc import security
+
+__all__ = ["CODES", "EdgeInterceptor", "status_of"]
+
+log = logging.getLogger(__name__)
+
+#: Each client-error kind's gRPC status code (the first match wins).
+CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    # Not one of Berth's kinds, but a bad value all the same (older core
+    # code, protobuf's own range checks).
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+)
+
+
+def status_of(e: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The code and bounded details a failed call answers with."""
+    for kind, code in CODES:
+        if isinstance(e, kind):
+            return code, errors.bounded(str(e))
+    return grpc.StatusCode.INTERNAL, errors.bounded(f"internal error: {type(e).__name__}: {e}")
+
+
+async def _fail(context: grpc.aio.ServicerContext, method: str, e: Exception) -> None:
+    code, details = status_of(e)
+    if code == grpc.StatusCode.INTERNAL:
+        log.error("internal error in %s", method, exc_info=e)
+    elif not isinstance(e, errors.BerthError):
+        # A plain ValueError: most likely the client's, but keep the trace at hand.
+        log.debug("%s: %s treated as a bad request", method, type(e).__name__, exc_info=e)
+    await context.abort(code, details)
+
+
+def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    if deserializer is None:
+        return lambda raw: raw
+    full_name = getattr(getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None), "full_name", "message")
+    protobuf_prefix = f"Error parsing message with type '{full_name}': "
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception as e:  # whatever the bytes did to the parser, they are not a valid request
+            detail = str(e).removeprefix(protobuf_prefix) or type(e).__name__
+            raise errors.InvalidArgument(f"request: cannot decode {full_name}: {detail}") from None
+
+    return decode
+
+
+class EdgeInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps each unary-request handler in decode -> authenticate -> run -> map."""
+
+    def __init__(self, authenticator: security.Authenticator) -> None:
+        self.auth = authenticator
+        #: One wrapped handler per registered method (grpc looks handlers up
+        #: per call; unknown methods get None and are not kept).
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is not None:
+            return wrapped
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming:
+            return handler
+        wrapped = self._wrapped[method] = self._wrap(method, handler)
+        return wrapped
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        decode = _decoder(handler.request_deserializer)
+        auth = self.auth
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(method, handler.unary_stream, decode),
+                request_deserializer=None,
+                response_serializer=handler.response_serializer,
+            )
+        behavior = handler.unary_unary
+
+        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                auth.check(method, context)
+                return await behavior(decode(raw), context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as e:
+                await _fail(context, method, e)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=None, response_serializer=handler.response_serializer
+        )
+
+    def _streaming(self, method: str, behavior: Any, decode: Callable[[bytes], Any]) -> Any:
+        auth = self.auth
+        if inspect.isasyncgenfunction(behavior):
+
+            async def generate(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                try:
+                    auth.check(method, context)
+                    async for item in behavior(decode(raw), context):
+                        yield item
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as e:
+                    await _fail(context, method, e)
+
+            return generate
+
+        # A coroutine that writes with context.write() (grpc's own Health.Watch).
+        async def write(raw: bytes, context: grpc.aio.ServicerContext) -> None:
+            try:
+                auth.check(method, context)
+                await behavior(decode(raw), context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as e:
+                await _fail(context, method, e)
+
+        return write
