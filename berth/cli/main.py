@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         cfg = config.load(args.config)
     except config.ConfigError as e:
-        raise CliError(f"invalid configuration: {e}") from None
+        raise config.ConfigError(f"invalid configuration: {e}") from None
     if args.http_port is not None:
         cfg.http.port = args.http_port
     if args.grpc_port is not None:
@@ -41,10 +41,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.cluster is not None and (args.kubeconfig or args.in_cluster):
         raise CliError("--cluster and --kubeconfig/--in-cluster are exclusive: embedded or real, not both")
     if args.cluster is not None:
+        # Fail before binding any port. With --validate=warn serve() warns
+        # (once) when it loads the file for good.
+        early: manifests.ValidationMode = "ignore" if args.validate == "warn" else args.validate
         try:
-            manifests.load(args.cluster)  # fail before binding any port
+            manifests.load(args.cluster, validate=early)
         except manifests.ManifestError as e:
-            raise CliError(f"invalid cluster file: {e}") from None
+            raise manifests.ManifestError(f"invalid cluster file: {e}") from None
     from berth import app  # here: client commands need not load the scheduler
 
     # asyncio's own loop by default: measured here (bench/README.md), aiohttp
@@ -57,7 +60,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except ImportError:
             raise CliError("--loop uvloop: uvloop is not installed") from None
         runner = uvloop.run
-    runner(app.serve(cfg, cluster_file=args.cluster, kubeconfig=args.kubeconfig, in_cluster=args.in_cluster))
+    runner(
+        app.serve(
+            cfg,
+            cluster_file=args.cluster,
+            cluster_validate=args.validate,
+            kubeconfig=args.kubeconfig,
+            in_cluster=args.in_cluster,
+        )
+    )
     return 0
 
 
@@ -65,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
-    with channel(args.server) as ch:
+    with channel(args.server, args.token_file) as ch:
         resp = call(cluster_pb2_grpc.ClusterStub(ch).ListNodes, cluster_pb2.ListNodesRequest(), args.server)
     rows = [
         {
@@ -94,21 +105,19 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_pods(path: str) -> manifests.Manifests:
-    try:
-        if path == "-":
-            return manifests.loads(sys.stdin.read(), source="<stdin>")
-        return manifests.load(path)
-    except manifests.ManifestError as e:
-        raise CliError(str(e)) from None
+def _load_pods(path: str, validate: manifests.ValidationMode) -> manifests.Manifests:
+    """A ManifestError goes up to main(): one line, exit status 2."""
+    if path == "-":
+        return manifests.loads(sys.stdin.read(), source="<stdin>", validate=validate)
+    return manifests.load(path, validate=validate)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    m = _load_pods(args.file)
+    m = _load_pods(args.file, args.validate)
     if len(m.pods) != 1:
         raise CliError(f"{args.file}: expected exactly one Pod, found {len(m.pods)}")
     req = scheduler_pb2.ExplainRequest(pod=convert.pod_to_pb(m.pods[0]), profile=args.profile or "")
-    with channel(args.server) as ch:
+    with channel(args.server, args.token_file) as ch:
         resp = call(scheduler_pb2_grpc.SchedulerStub(ch).Explain, req, args.server)
     nodes = [
         {
@@ -155,10 +164,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    return submit.run(args, _load_pods(args.file), call)
+    return submit.run(args, _load_pods(args.file, args.validate), call)
 
 
 # ---------------------------------------------------------------- main
+
+
+def _validate_option(p: argparse.ArgumentParser) -> None:
+    # kubectl's flag, values and default (kubectl apply --validate=strict).
+    p.add_argument(
+        "--validate",
+        choices=manifests.VALIDATION_MODES,
+        default="strict",
+        help="unknown or duplicate fields in manifests: strict (default) rejects the file, "
+        "warn logs each and leaves it out, ignore skips the check",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -174,12 +194,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--kubeconfig", help="schedule in the cluster this kubeconfig points at")
     s.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
     s.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop (default asyncio)")
+    _validate_option(s)
     s.set_defaults(func=cmd_serve)
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text)
         c.add_argument("--server", default="localhost:50051", help="Berth's gRPC address (HOST:PORT)")
         c.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        c.add_argument(
+            "--token-file",
+            help="a file holding the bearer token for Submit/Cancel (the server's grpc.auth.tokenFile; "
+            "default: $BERTH_TOKEN)",
+        )
         return c
 
     n = client("nodes", "list nodes with allocatable and requested resources")
@@ -187,11 +213,13 @@ def _parser() -> argparse.ArgumentParser:
     e = client("explain", "say why each node can or cannot take a pod")
     e.add_argument("-f", "--file", required=True, help="a Pod manifest (YAML or JSON; - for stdin)")
     e.add_argument("--profile", help="the profile to judge with (default: the pod's schedulerName)")
+    _validate_option(e)
     e.set_defaults(func=cmd_explain)
     sm = client("submit", "hand pods (and PodGroups) to Berth's scheduling loop")
     sm.add_argument("-f", "--file", required=True, help="manifests (YAML or JSON; - for stdin)")
     sm.add_argument("--wait", action="store_true", help="wait until every pod is decided")
     sm.add_argument("--timeout", type=float, default=60.0, help="seconds to wait with --wait")
+    _validate_option(sm)
     sm.set_defaults(func=cmd_submit)
     return p
 
@@ -207,6 +235,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as e:
         print(f"berth: {e}", file=sys.stderr)
         return 1
+    except config.ConfigError as e:
+        # `berth serve` cannot start as configured (invalid configuration, a
+        # port in use, a missing certificate): one line, and argparse's
+        # usage-error status.
+        print(f"berth: {e}", file=sys.stderr)
+        return 2
+    except manifests.ManifestError as e:
+        # A manifest Berth cannot take (a misspelt field, a bad quantity): a
+        # usage error like a bad flag, one line naming file, document and field.
+        print(f"berth: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

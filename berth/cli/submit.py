@@ -20,6 +20,7 @@ import grpc
 
 from berth.adapters.grpc import convert
 from berth.api.v1 import model_pb2, scheduler_pb2, scheduler_pb2_grpc
+from berth.cli import common
 from berth.cli.common import CliError
 from berth.cluster import manifests, model
 
@@ -73,7 +74,7 @@ def run(
 ) -> int:
     if not m.pods and not m.pod_groups:
         raise CliError(f"{args.file}: no Pods or PodGroups to submit")
-    channel = grpc.insecure_channel(args.server)
+    channel = common.channel(args.server, args.token_file)
     stub = scheduler_pb2_grpc.SchedulerStub(channel)
     keys = [p.key for p in m.pods]
     events: queue.Queue[scheduler_pb2.Decision | None] = queue.Queue()

@@ -8,28 +8,55 @@ way the API server would reject it (names, quantities, selector operators),
 and errors name the document and the field: ``cluster.yaml: document 3
 (Pod default/web-0): spec.containers[0].resources.requests.cpu: invalid
 quantity 'lots'``.
+
+Fields are checked first, against the Kubernetes OpenAPI schema of the
+pinned version (:mod:`berth.cluster.openapi`), as ``kubectl
+--validate=strict`` has the API server do: a misspelt field is an error, not
+a different pod (``spec.containers[0].resource: unknown field; did you mean
+"resources"?``), and so is a field written twice. ``validate="warn"`` logs
+each such field and leaves it out; ``"ignore"`` skips the check.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import msgspec
 import yaml
 
-from berth.cluster import labels, model, resources
+from berth import errors
+from berth.cluster import labels, model, openapi, resources
 
-__all__ = ["ManifestError", "Manifests", "load", "loads", "parse_documents", "validate_node", "validate_pod"]
+__all__ = [
+    "VALIDATION_MODES",
+    "ManifestError",
+    "Manifests",
+    "ValidationMode",
+    "load",
+    "loads",
+    "parse_documents",
+    "validate_node",
+    "validate_pod",
+]
+
+log = logging.getLogger(__name__)
 
 _UID_NAMESPACE = uuid.UUID("6f1d2c1e-3b7a-4c55-9a57-1f0a6b2d7e11")
 
+#: kubectl's ``--validate`` values (the API server's ``fieldValidation``
+#: Strict / Warn / Ignore): what an unknown or duplicate field does.
+ValidationMode = Literal["strict", "warn", "ignore"]
+VALIDATION_MODES: tuple[ValidationMode, ...] = get_args(ValidationMode)
 
-class ManifestError(ValueError):
+
+class ManifestError(errors.InvalidArgument):
     """A manifest Berth cannot take; the message names document and field."""
 
 
@@ -41,7 +68,7 @@ class Manifests:
     pdbs: list[model.PodDisruptionBudget] = dataclasses.field(default_factory=list)
 
 
-def _iter_objects(docs: list[Any]) -> Iterator[tuple[str, Any]]:
+def _iter_objects(docs: list[Any], validate: ValidationMode, source: str) -> Iterator[tuple[str, Any]]:
     for i, doc in enumerate(docs, start=1):
         where = f"document {i}"
         if doc is None:
@@ -50,6 +77,8 @@ def _iter_objects(docs: list[Any]) -> Iterator[tuple[str, Any]]:
             raise ManifestError(f"{where}: expected an object, got {type(doc).__name__}")
         kind = doc.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+            # The envelope (apiVersion, kind, metadata); items one by one below.
+            _check_fields(doc, kind, f"{where} ({kind})", validate, source, skip=frozenset({"items"}))
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise ManifestError(f"{where}: items must be a list")
@@ -68,6 +97,38 @@ def _describe(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
 
 
+def _check_fields(
+    obj: Mapping[str, Any],
+    kind: str,
+    label: str,
+    validate: ValidationMode,
+    source: str,
+    *,
+    skip: frozenset[str] = frozenset(),
+) -> Any:
+    """``obj`` checked against the schema of ``kind``; what to decode.
+
+    Strict raises every problem in one message, joined with ", " as the API
+    server's strict decoding error is (k8s.io/apimachinery/pkg/runtime/error.go,
+    ``strict decoding error: unknown field "spec.containers[0].resource",
+    ...``); Berth adds the closest known field. Warn logs each unknown or
+    duplicate field and returns the object without the unknown ones.
+    """
+    if validate == "ignore":
+        return obj
+    try:
+        cleaned, problems = openapi.check(obj, kind, skip=skip)
+    except RecursionError:
+        raise ManifestError(f"{label}: nested too deeply") from None
+    fatal = [p for p in problems if validate == "strict" or p.kind == "shape"]
+    if fatal:
+        raise ManifestError(errors.bounded(f"{label}: {', '.join(map(str, fatal))}"))
+    for p in problems:
+        effect = "the last value is used" if p.kind == "duplicate" else "left out"
+        log.warning("%s%s: %s (--validate=warn: %s)", f"{source}: " if source else "", label, p, effect)
+    return cleaned
+
+
 def _convert(obj: Mapping[str, Any], typ: type[Any], where: str) -> Any:
     try:
         return msgspec.convert(dict(obj), typ)
@@ -82,7 +143,7 @@ def _check_resources(rl: Mapping[str, Any], path: str) -> None:
         try:
             amount = resources.canonical(name, v)
         except resources.QuantityError as e:
-            raise ManifestError(f"{path}.{name}: {e}") from None
+            raise ManifestError(str(e.at(f"{path}[{name}]"))) from None
         if amount < 0:
             raise ManifestError(f"{path}.{name}: must not be negative")
 
@@ -178,11 +239,27 @@ def default_uid(namespace: str, name: str) -> str:
     return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
 
 
-def parse_documents(docs: list[Any], *, default_namespace: str = "default") -> Manifests:
+_KINDS = ("Node", "Pod", "PodGroup", "PodDisruptionBudget")
+
+
+def parse_documents(
+    docs: list[Any],
+    *,
+    default_namespace: str = "default",
+    validate: ValidationMode = "strict",
+    source: str = "",
+) -> Manifests:
+    """Decoded documents (what ``yaml.safe_load_all`` or ``json.loads``
+    return) into Berth's model; ``validate`` says what an unknown field does
+    (see the module docstring). Duplicate fields are found only in documents
+    :func:`loads` decoded. ``source`` only prefixes warnings."""
+    if validate not in VALIDATION_MODES:
+        raise errors.InvalidArgument(f"validate: {validate!r} is not one of {', '.join(VALIDATION_MODES)}")
     out = Manifests()
-    for where, obj in _iter_objects(docs):
-        kind = obj.get("kind")
-        label = f"{where} ({_describe(obj)})"
+    for where, item in _iter_objects(docs, validate, source):
+        kind = item.get("kind")
+        label = f"{where} ({_describe(item)})"
+        obj = _check_fields(item, kind, label, validate, source) if kind in _KINDS else item
         try:
             if kind == "Node":
                 node = _convert(obj, model.Node, label)
@@ -212,34 +289,77 @@ def parse_documents(docs: list[Any], *, default_namespace: str = "default") -> M
             elif kind is None:
                 raise ManifestError("kind: required")
             else:
-                raise ManifestError(f"kind: {kind!r} is not supported (Node, Pod, PodGroup, PodDisruptionBudget)")
+                raise ManifestError(f"kind: {kind!r} is not supported ({', '.join(_KINDS)})")
         except ManifestError as e:
             text = str(e)
             raise ManifestError(text if text.startswith(label) else f"{label}: {text}") from None
     return out
 
 
-def loads(text: str, *, source: str = "<input>", default_namespace: str = "default") -> Manifests:
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, but mappings remember the keys written twice
+    (PyYAML keeps the last value silently; the API server refuses them:
+    ``json: duplicate field``)."""
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[openapi.DecodedMapping]:
+    data = openapi.DecodedMapping()
+    yield data  # first, so recursive structures (anchors) resolve, as SafeConstructor does
+    # Merge keys (`<<: *base`) may be overridden; only keys written in this mapping count.
+    own = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
+    data.update(loader.construct_mapping(node))
+    seen: set[Any] = set()
+    for key_node in own:
+        key = loader.construct_object(key_node)  # already built: from the constructor's cache
+        try:
+            if key in seen:
+                data.duplicates.append((key, key_node.start_mark.line + 1))
+            seen.add(key)
+        except TypeError:  # unhashable: construct_mapping has refused it already
+            pass
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> openapi.DecodedMapping:
+    counts = collections.Counter(k for k, _ in pairs)
+    return openapi.DecodedMapping(pairs, [(k, None) for k, n in counts.items() if n > 1])
+
+
+def loads(
+    text: str,
+    *,
+    source: str = "<input>",
+    default_namespace: str = "default",
+    validate: ValidationMode = "strict",
+) -> Manifests:
     """Parse YAML (any number of documents) or JSON text."""
     stripped = text.lstrip()
     try:
         if stripped.startswith(("{", "[")):
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_json_object)
             docs = data if isinstance(data, list) else [data]
         else:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ManifestError(f"{source}: not valid YAML or JSON: {e}") from None
+        raise ManifestError(errors.bounded(f"{source}: not valid YAML or JSON: {e}")) from None
+    except RecursionError:
+        raise ManifestError(f"{source}: nested too deeply") from None
     try:
-        return parse_documents(docs, default_namespace=default_namespace)
+        return parse_documents(docs, default_namespace=default_namespace, validate=validate, source=source)
     except ManifestError as e:
         raise ManifestError(f"{source}: {e}") from None
 
 
-def load(path: str | Path, *, default_namespace: str = "default") -> Manifests:
+def load(path: str | Path, *, default_namespace: str = "default", validate: ValidationMode = "strict") -> Manifests:
+    """A manifest file: the embedded cluster (``berth serve --cluster``),
+    ``berth explain/submit -f``; ``validate`` as in :func:`parse_documents`."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise ManifestError(f"{p}: {e.strerror}") from None
-    return loads(text, source=str(p), default_namespace=default_namespace)
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{p}: not UTF-8 text: {e.reason} at byte {e.start}") from None
+    return loads(text, source=str(p), default_namespace=default_namespace, validate=validate)

@@ -103,7 +103,7 @@ def test_client_errors_are_clear() -> None:
     res = cli("nodes", "--server", f"127.0.0.1:{free_port()}", check=False)
     assert res.returncode == 1 and "cannot reach Berth" in res.stderr
     res = cli("explain", "-f", "does-not-exist.yaml", check=False)
-    assert res.returncode == 1 and "No such file" in res.stderr
+    assert res.returncode == 2 and "No such file" in res.stderr  # a usage error, like a bad manifest
 
 
 def test_serve_refuses_an_invalid_config(tmp_path: Path) -> None:
@@ -112,7 +112,42 @@ def test_serve_refuses_an_invalid_config(tmp_path: Path) -> None:
         "apiVersion: berth.dev/v1\nkind: BerthConfiguration\nprofiles: [{schedulerName: berth, randomizeTopN: -1}]\n"
     )
     res = cli("serve", "--config", str(bad), check=False)
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert "invalid configuration" in res.stderr and "profiles[0].randomizeTopN" in res.stderr
     env = dict(os.environ)
     assert env  # keep the environment untouched
+
+
+@pytest.mark.parametrize("which", ["http", "grpc"])
+def test_a_port_in_use_is_one_line_and_exit_2(server: str, which: str) -> None:
+    """A second `berth serve` on the first one's port stops with one line
+    naming the address and what to change (for gRPC this needs
+    grpc.so_reuseport=0: with grpc's default both would listen)."""
+    grpc_addr, http = server.split("|")
+    grpc_port = grpc_addr.rsplit(":", 1)[1]
+    ports = {"http": (http, str(free_port())), "grpc": (str(free_port()), grpc_port)}[which]
+    res = cli(
+        "serve",
+        "--cluster",
+        "examples/cluster.yaml",
+        "--http-port",
+        ports[0],
+        "--grpc-port",
+        ports[1],
+        check=False,
+    )
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    port = ports[0] if which == "http" else ports[1]
+    assert last.startswith(f"berth: {which}.port: 127.0.0.1:{port} is already in use"), last
+    assert f"--{which}-port" in last
+
+
+def test_serve_listens_on_loopback_by_default() -> None:
+    """Outside a cluster nothing is exposed beyond this machine unless asked
+    (the Helm chart sets 0.0.0.0 and turns authentication on)."""
+    from berth import config
+
+    cfg = config.parse({})
+    assert (cfg.http.host, cfg.grpc.host) == ("127.0.0.1", "127.0.0.1")
