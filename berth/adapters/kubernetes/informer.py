@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
@@ -30,11 +29,20 @@ import aiohttp
 import msgspec
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.adapters.kubernetes.backoff import Backoff, describe
+
 __all__ = ["Handlers", "Informer", "WatchEvent"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+#: A LIST page that takes longer than this is retried (client-go bounds
+#: requests by its client timeout; kubernetes-asyncio sets none).
+LIST_TIMEOUT_SECONDS = 60.0
+#: How long past the watch's own ``timeoutSeconds`` its stream may stay open.
+WATCH_GRACE_SECONDS = 30
 
 
 class _Meta(msgspec.Struct):
@@ -117,7 +125,6 @@ class Informer(Generic[T]):
         field_selector: str | None = None,
         page_size: int = 500,
         watch_timeout: int = 300,
-        backoff_max: float = 30.0,
     ) -> None:
         self.name = name
         self._list_call = list_call
@@ -126,7 +133,6 @@ class Informer(Generic[T]):
         self._field_selector = field_selector
         self._page_size = page_size
         self._watch_timeout = watch_timeout
-        self._backoff_max = backoff_max
         self.store: dict[str, tuple[str, T]] = {}  # key -> (resourceVersion, object)
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -153,6 +159,7 @@ class Informer(Generic[T]):
         while True:
             kw = self._kwargs()
             kw["limit"] = self._page_size
+            kw["_request_timeout"] = LIST_TIMEOUT_SECONDS
             if token:
                 kw["_continue"] = token
             resp = await checked(await self._list_call(**kw))
@@ -194,6 +201,9 @@ class Informer(Generic[T]):
             allow_watch_bookmarks=True,
             resource_version=self.resource_version,
             timeout_seconds=self._watch_timeout,
+            # The server ends the watch after timeout_seconds; a stream still
+            # open well past that is a dead connection (no RST), not a quiet one.
+            _request_timeout=self._watch_timeout + WATCH_GRACE_SECONDS,
         )
         resp = await checked(await self._list_call(**kw))
         try:
@@ -242,38 +252,50 @@ class Informer(Generic[T]):
     # ------------------------------------------------------------ run
 
     async def run(self) -> None:
-        """List, then watch forever; relist on 410; back off on errors."""
-        delay = 0.2
+        """List, then watch until cancelled; relist on 410; back off on errors.
+
+        Nothing the API server does ends this loop: while it is unreachable
+        the informer retries with client-go's reflector backoff (:class:`Backoff`),
+        one warning per step, and ``synced`` is set only by a complete LIST.
+        """
+        backoff = Backoff(clock=asyncio.get_running_loop().time)
         need_list = True
         while True:
+            step = "list" if need_list else "watch"
             try:
                 if need_list:
                     await self._list()
                     need_list = False
+                    if not self.synced.is_set():
+                        log.info("%s informer: synced (%d objects)", self.name, len(self.store))
                     self.synced.set()
-                    delay = 0.2
+                    step = "watch"
                 await self._watch()
-                delay = 0.2  # a clean end of the watch (timeout): just resume
+                continue  # a clean end of the watch (its timeout): resume at once
             except asyncio.CancelledError:
                 raise
             except Gone as e:
                 log.info("%s informer: resourceVersion too old (%s); relisting", self.name, e)
                 need_list = True
+                continue
             except ApiException as e:
                 if e.status == 410:
                     need_list = True
                     continue
-                log.warning("%s informer: API error %s %s; retrying in %.1fs", self.name, e.status, e.reason, delay)
-                await self._sleep(delay)
-                delay = min(delay * 2, self._backoff_max)
-            except (TimeoutError, aiohttp.ClientError, OSError, msgspec.DecodeError) as e:
-                log.warning("%s informer: connection lost (%s); retrying in %.1fs", self.name, e, delay)
-                await self._sleep(delay)
-                delay = min(delay * 2, self._backoff_max)
-
-    @staticmethod
-    async def _sleep(delay: float) -> None:
-        await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
+                why = f"API error {describe(e)}"
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                why = f"cannot reach the API server ({describe(e)})"
+            except msgspec.DecodeError as e:
+                why = f"undecodable response ({e})"
+            except Exception:
+                # A bug (a handler raising, say): keep the informer alive and
+                # resynchronise the store from a fresh LIST.
+                log.exception("%s informer: unexpected error; relisting", self.name)
+                need_list = True
+                why = "unexpected error"
+            delay = backoff.next()
+            log.warning("%s informer: %s failed: %s; retrying in %.1fs", self.name, step, why, delay)
+            await asyncio.sleep(delay)
 
 
 async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:

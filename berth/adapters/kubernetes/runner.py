@@ -3,11 +3,17 @@ decides who schedules.
 
 Every replica runs the informers, so every replica's cache converges to the
 API server and serves the extender and gRPC reads. Only the leader of the
-``coordination.k8s.io`` Lease (kubernetes-asyncio's LeaderElection) runs the
-scheduling loop. Each term starts from the informers' current state — a
-fresh queue holding every pending pod of Berth's profiles — and ends at once
-when the lease is lost: the loop is cancelled and whatever that term had
-assumed but not yet bound is forgotten.
+``coordination.k8s.io`` Lease (:mod:`.election`) runs the scheduling loop.
+Each term starts from the informers' current state — a fresh queue holding
+every pending pod of Berth's profiles — and ends at once when the lease is
+lost: the loop is cancelled and whatever that term had assumed but not yet
+bound is forgotten. On shutdown the leader ends its term, then releases the
+Lease, so a standby takes over at its next retry.
+
+The API server may be down when Berth starts or go away later: every call
+of the start-up (PodGroup discovery, the informers' LIST and WATCH, the
+Lease) retries with client-go's reflector backoff and never ends the
+process; ``/readyz`` turns true only once every informer has listed.
 """
 
 from __future__ import annotations
@@ -15,17 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import socket
 import uuid
 from typing import Any
 
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from berth.adapters.kubernetes import kubeconfig as _kubeconfig
+from berth.adapters.kubernetes.backoff import Backoff, retrying
+from berth.adapters.kubernetes.election import LeaderElector
 from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
 from berth.adapters.kubernetes.source import KubernetesSource
 from berth.cluster import model
@@ -36,14 +42,14 @@ __all__ = ["KubernetesRunner", "load_api_client"]
 
 log = logging.getLogger(__name__)
 
+#: The PodGroup discovery request gives up (and is retried) after this.
+DISCOVERY_TIMEOUT_SECONDS = 30.0
+
 
 async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client.ApiClient:
-    configuration = client.Configuration()
-    if in_cluster:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    api = client.ApiClient(configuration)
+    """The ApiClient for ``--kubeconfig``/``--in-cluster``; a ConfigError
+    naming the file and the problem when they cannot be used."""
+    api = await _kubeconfig.load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
     _skip_proxy_lookups(api)
     return api
 
@@ -101,16 +107,24 @@ class KubernetesRunner:
         )
 
     async def _podgroups_served(self) -> bool:
-        try:
-            await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-                "scheduling.x-k8s.io", "v1alpha1", "podgroups", limit=1
-            )
-        except ApiException as e:
-            if e.status in (404, 403):
-                log.info("PodGroups (scheduling.x-k8s.io/v1alpha1) are not served here: gangs come from gRPC only")
-                return False
-            raise
-        return True
+        """Whether PodGroups are served (and readable); retried until the API server answers."""
+
+        async def probe() -> bool:
+            try:
+                await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+                    "scheduling.x-k8s.io", "v1alpha1", "podgroups", limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
+                )
+            except ApiException as e:
+                if e.status in (404, 403):
+                    return False
+                raise
+            return True
+
+        backoff = Backoff(clock=asyncio.get_running_loop().time)
+        served = await retrying("discovering PodGroups (scheduling.x-k8s.io/v1alpha1)", probe, backoff=backoff, log=log)
+        if not served:
+            log.info("PodGroups (scheduling.x-k8s.io/v1alpha1) are not served here: gangs come from gRPC only")
+        return served
 
     async def start_informers(self) -> None:
         core_v1 = client.CoreV1Api(self.api)
@@ -176,30 +190,19 @@ class KubernetesRunner:
             await scheduler.detach()
 
     async def _elect(self) -> None:
+        """Campaign until cancelled; then end the term and release the Lease."""
         le = self.core.cfg.leader_election
-        namespace = le.resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system")
-        while True:
-            lock = LeaseLock(le.resource_name, namespace, self.identity, self.api)
-            cfg = electionconfig.Config(
-                lock,
-                # Lease.spec.leaseDurationSeconds is an integer, and the
-                # library renders this value with str() into it.
-                lease_duration=math.ceil(le.lease_duration_seconds),
-                renew_deadline=le.renew_deadline_seconds,
-                retry_period=le.retry_period_seconds,
-                onstarted_leading=self._lead,
-                onstopped_leading=self._stopped,
-            )
-            try:
-                await leaderelection.LeaderElection(cfg).run()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("leader election failed; retrying")
-                await asyncio.sleep(le.retry_period_seconds)
-
-    async def _stopped(self) -> None:
-        log.warning("%s lost the lease: scheduling stopped", self.identity)
+        elector = LeaderElector(
+            self.api,
+            name=le.resource_name,
+            namespace=le.resource_namespace or os.environ.get("POD_NAMESPACE", "kube-system"),
+            identity=self.identity,
+            lease_duration=le.lease_duration_seconds,
+            renew_deadline=le.renew_deadline_seconds,
+            retry_period=le.retry_period_seconds,
+            lead=self._lead,
+        )
+        await elector.run()
 
     async def run(self) -> None:
         """Informers, readiness, then schedule while leading; runs until cancelled."""

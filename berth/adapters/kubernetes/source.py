@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import aiohttp
 import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 #: The same (pod, message) is reported at most this often (kube-scheduler's
 #: event correlator aggregates repeats in a similar way).
 EVENT_REPEAT_SECONDS = 60.0
+#: Every write gives up after this: kubernetes-asyncio sets no timeout, and a
+#: hung API server must not hold a binding cycle (or a shutdown) forever. A
+#: bind that timed out but did happen is found on the retry (409, same node).
+REQUEST_TIMEOUT_SECONDS = 30.0
 
 
 def _now_micro() -> str:
@@ -80,7 +85,9 @@ class KubernetesSource:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            resp = await self.core_v1.create_namespaced_pod_binding(md.name, md.namespace, body, _preload_content=False)
+            resp = await self.core_v1.create_namespaced_pod_binding(
+                md.name, md.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
         except Exception as e:
             raise BindError(f"binding {pod.key} to {node}: {e}") from e
         try:
@@ -99,7 +106,9 @@ class KubernetesSource:
         raise BindError(f"binding {pod.key} to {node}: HTTP {status}: {text[:300]}")
 
     async def _current_node(self, namespace: str, name: str) -> str:
-        resp = await self.core_v1.read_namespaced_pod(name, namespace, _preload_content=False)
+        resp = await self.core_v1.read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
         try:
             data = await resp.read()
         finally:
@@ -119,7 +128,9 @@ class KubernetesSource:
         }
         await self._patch_status(pod, {"conditions": [condition]}, "marking victim")
         try:
-            await self.core_v1.delete_namespaced_pod(md.name, md.namespace, body={"preconditions": {"uid": md.uid}})
+            await self.core_v1.delete_namespaced_pod(
+                md.name, md.namespace, body={"preconditions": {"uid": md.uid}}, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
         except ApiException as e:
             if e.status not in (404, 409):
                 raise
@@ -151,10 +162,14 @@ class KubernetesSource:
         """Strategic-merge ``status`` into the pod's status; a pod already gone is fine."""
         md = pod.metadata
         try:
-            await self.core_v1.patch_namespaced_pod_status(md.name, md.namespace, {"status": status})
+            await self.core_v1.patch_namespaced_pod_status(
+                md.name, md.namespace, {"status": status}, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
         except ApiException as e:
             if e.status != 404:
                 log.warning("%s %s: %s", what, pod.key, e.reason)
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the API server went away: best effort
+            log.warning("%s %s: %s", what, pod.key, e)
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
@@ -177,7 +192,9 @@ class KubernetesSource:
             "regarding": {"apiVersion": "v1", "kind": "Pod", "name": md.name, "namespace": md.namespace, "uid": md.uid},
         }
         try:
-            resp = await self.events_v1.create_namespaced_event(md.namespace, body, _preload_content=False)
+            resp = await self.events_v1.create_namespaced_event(
+                md.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+            )
             status = resp.status
             resp.release()
             if status >= 300:

@@ -1,0 +1,167 @@
+"""An in-process stand-in for the API server, plugged in under
+kubernetes-asyncio's REST client (its aiohttp session), so the Kubernetes
+adapter's start-up, outage and shutdown paths run in virtual time without a
+control plane.
+
+It serves what the adapter asks at start-up — LISTs of nodes, pods and
+PodDisruptionBudgets (PodGroups are not served: 404), WATCHes that stay open
+until the server goes down, and Leases with resourceVersion
+compare-and-swap. ``up = False`` refuses every request the way a stopped
+apiserver does (a connection error); a going-down server also breaks the
+open watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs
+
+import aiohttp
+from kubernetes_asyncio import client
+from multidict import CIMultiDict
+
+
+class _Content:
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        return self._chunks
+
+
+class Response:
+    """The part of aiohttp.ClientResponse that kubernetes-asyncio and the informer read."""
+
+    def __init__(self, status: int, body: Any = None, *, stream: AsyncIterator[bytes] | None = None) -> None:
+        self.status = status
+        self.reason = {200: "OK", 201: "Created", 404: "Not Found", 409: "Conflict", 503: "Service Unavailable"}.get(
+            status, ""
+        )
+        self.headers = CIMultiDict({"Content-Type": "application/json"})
+        self._body = b"" if body is None else json.dumps(body).encode()
+        self.content = _Content(stream) if stream is not None else None
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        pass
+
+
+def _status(code: int, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
+
+
+class FakeApiServer:
+    """Routes by path; ``requests`` records (method, path) of every request that reached it."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.nodes: list[dict[str, Any]] = []
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.refused = 0
+        self._rv = 100
+        self._down = asyncio.Event()
+
+    # ------------------------------------------------------------ control
+
+    def go_down(self) -> None:
+        self.up = False
+        self._down.set()
+
+    def come_up(self) -> None:
+        self.up = True
+        self._down = asyncio.Event()
+
+    def plug_into(self, api: client.ApiClient) -> None:
+        api.rest_client.pool_manager = self  # type: ignore[assignment]
+
+    def set_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Replace the nodes (a watch from before this answers 410 Gone)."""
+        self.nodes = nodes
+        self.next_rv()
+
+    def next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    # ------------------------------------------------------------ aiohttp.ClientSession's surface
+
+    async def close(self) -> None:
+        pass
+
+    async def request(self, *, method: str, url: str, data: Any = None, **_kw: Any) -> Response:
+        await asyncio.sleep(0)
+        if not self.up:
+            self.refused += 1
+            raise aiohttp.ClientConnectionError("Cannot connect to host fake-apiserver:443 [Connection refused]")
+        path, _, query = url.partition("://")[2].partition("/")[2].partition("?")
+        path = "/" + path
+        self.requests.append((method, path))
+        watch = "watch=True" in query or "watch=true" in query
+        body = json.loads(data) if isinstance(data, str) and data else None
+        if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
+            return self._lease(method, m.group(1), m.group(2), body)
+        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"):
+            if watch:
+                since = parse_qs(query).get("resourceVersion", ["0"])[0]
+                if int(since or 0) < self._rv:
+                    # Changes this fake cannot replay: "too old", as after an etcd compaction.
+                    return Response(200, stream=self._gone())
+                return Response(200, stream=self._watch())
+            items = self.nodes if path == "/api/v1/nodes" else []
+            return Response(200, {"kind": "List", "metadata": {"resourceVersion": str(self._rv)}, "items": items})
+        return Response(404, _status(404, f"the server could not find the requested resource ({path})"))
+
+    async def _gone(self) -> AsyncIterator[bytes]:
+        event = {"type": "ERROR", "object": _status(410, "too old resource version")}
+        yield json.dumps(event).encode() + b"\n"
+
+    async def _watch(self) -> AsyncIterator[bytes]:
+        down = self._down
+        await down.wait()
+        raise aiohttp.ClientPayloadError("Response payload is not completed (the API server went away)")
+        yield b""  # an async generator
+
+    def _lease(self, method: str, ns: str, name: str | None, body: dict[str, Any] | None) -> Response:
+        if method == "POST":
+            assert body is not None
+            key = (ns, body["metadata"]["name"])
+            if key in self.leases:
+                return Response(409, _status(409, "already exists"))
+            body["metadata"].update(namespace=ns, resourceVersion=self.next_rv())
+            self.leases[key] = body
+            return Response(201, body)
+        assert name is not None
+        have = self.leases.get((ns, name))
+        if have is None:
+            return Response(404, _status(404, f'leases.coordination.k8s.io "{name}" not found'))
+        if method == "GET":
+            return Response(200, have)
+        if method == "PUT":
+            assert body is not None
+            if body["metadata"].get("resourceVersion") != have["metadata"]["resourceVersion"]:
+                return Response(409, _status(409, "the object has been modified"))
+            body["metadata"]["resourceVersion"] = self.next_rv()
+            self.leases[(ns, name)] = body
+            return Response(200, body)
+        return Response(405, _status(405, method))
+
+    def holder(self, ns: str, name: str) -> Any:
+        lease = self.leases.get((ns, name))
+        return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def node(name: str) -> dict[str, Any]:
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": {}},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
