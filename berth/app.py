@@ -14,16 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import gc
 import logging
 import random
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from berth import config
+from berth.adapters.grpc import security as grpc_security
 from berth.adapters.grpc.server import GrpcServer
 from berth.adapters.http import server as http_server
 from berth.adapters.http.tls import server_ssl_context
@@ -70,6 +72,21 @@ class Berth:
             await self.scheduler.run()
         finally:
             await self.scheduler.drain()
+
+
+@contextlib.contextmanager
+def _port_in_use(field: str, flag: str, host: str, port: int) -> Iterator[None]:
+    """A port someone else holds is a configuration problem: one line naming
+    the address and what to change (the CLI prints it and exits 2)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        raise config.ConfigError(
+            f"{field}: {host}:{port} is already in use (another berth serve?); "
+            f"choose another port with {flag} or {field} in the configuration"
+        ) from None
 
 
 def build(
@@ -149,6 +166,7 @@ async def serve(
     cfg: config.BerthConfiguration,
     *,
     cluster_file: str | Path | None = None,
+    cluster_validate: manifests.ValidationMode = "strict",
     kubeconfig: str | None = None,
     in_cluster: bool = False,
     stop: asyncio.Event | None = None,
@@ -160,18 +178,19 @@ async def serve(
     # In Kubernetes mode the leader starts the loop (KubernetesRunner).
     berth = build(cfg, run_loop=False if kube else None)
     core = berth.core
-    kube_task: asyncio.Task[None] | None = None
+    # Who may mutate over gRPC, and its certificate/token files: checked
+    # before any port is bound (one ConfigError line otherwise).
+    grpc_security.validate(cfg.grpc)
     runner_k8s = None
     if kube:
         from berth.adapters.kubernetes.runner import KubernetesRunner, load_api_client
 
+        # A missing or broken kubeconfig is a ConfigError here, before any port is bound.
         api = await load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
         runner_k8s = KubernetesRunner(core, api)
-        # Informers make /readyz ready after the first full sync; the leader schedules.
-        kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes")
     else:
         if cluster_file is not None:
-            berth.cluster.load(manifests.load(cluster_file))
+            berth.cluster.load(manifests.load(cluster_file, validate=cluster_validate))
             berth.cluster.log_summary()
         core.ready = True
 
@@ -179,9 +198,22 @@ async def serve(
     # generations so collections stay short while requests are served.
     gc.collect()
     gc.freeze()
-    runner, http_port = await http_server.start(core, berth.extender, server_ssl_context(cfg.http.tls))
-    grpc = GrpcServer(core, berth.extender, berth.cluster)
-    await grpc.start()
+    try:
+        with _port_in_use("http.port", "--http-port", cfg.http.host, cfg.http.port):
+            runner, http_port = await http_server.start(core, berth.extender, server_ssl_context(cfg.http.tls))
+        try:
+            with _port_in_use("grpc.port", "--grpc-port", cfg.grpc.host, cfg.grpc.port):
+                grpc = GrpcServer(core, berth.extender, berth.cluster)
+            await grpc.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+    except BaseException:
+        if runner_k8s is not None:
+            await runner_k8s.close()
+        raise
+    # Informers make /readyz ready after the first full sync; the leader schedules.
+    kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes") if runner_k8s is not None else None
     loop_task = asyncio.create_task(berth.run_loop(), name="scheduling-loop") if berth.scheduler else None
     log.info(
         "Berth serving: HTTP on %s:%d (extender at %s), gRPC on %s:%d; %d nodes, %d pods",
@@ -212,7 +244,11 @@ async def serve(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    if runner_k8s is not None:
-        await runner_k8s.close()
-    await grpc.stop(grace=5.0)
-    await runner.cleanup()
+    # Drain both servers (bounded by shutdownGracePeriodSeconds) while the
+    # Kubernetes adapter ends its term and releases the Lease.
+    grace = cfg.shutdown_grace_period_seconds
+    await asyncio.gather(
+        http_server.stop(runner, grace),
+        grpc.stop(grace=grace),
+        *([runner_k8s.close()] if runner_k8s is not None else []),
+    )
