@@ -1107,7 +1107,7 @@ def _berth_config_file(r: Rendered, name: str, path: Path) -> tuple[Path, int]:
     doc["grpc"] |= {"host": "127.0.0.1", "port": free_port()}
     if "tokenFile" in doc["grpc"].get("auth", {}):  # the mounted Secret, on this machine
         token = path.with_name("grpc-token")
-        token.write_bytes(base64.b64decode(r.one("Secret", TOKEN_SECRET)["data"]["token"]))
+        token.write_bytes(base64.b64decode(r.one("Secret", f"{name}-grpc-token")["data"]["token"]))
         doc["grpc"]["auth"]["tokenFile"] = str(token)
     config.parse(doc)
     path.write_text(yaml.safe_dump(doc))
