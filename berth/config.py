@@ -121,6 +121,9 @@ class GrpcConfig(_Cfg):
     tls: TLSConfig | None = None
     #: Largest request or response message, measured after decompression.
     max_message_bytes: int = 64 * 1024 * 1024
+    #: A connection with no call in flight for this long is closed with a
+    #: GOAWAY (grpc's max_connection_idle; open Watch streams keep theirs).
+    idle_timeout_seconds: float = 300.0
     auth: GrpcAuthConfig = msgspec.field(default_factory=GrpcAuthConfig)
 
 
@@ -254,6 +257,7 @@ def validate(cfg: BerthConfiguration) -> None:
         ("http.idleTimeoutSeconds", cfg.http.idle_timeout_seconds),
         ("http.readHeaderTimeoutSeconds", cfg.http.read_header_timeout_seconds),
         ("http.readTimeoutSeconds", cfg.http.read_timeout_seconds),
+        ("grpc.idleTimeoutSeconds", cfg.grpc.idle_timeout_seconds),
     ):
         if not seconds > 0:
             raise ConfigError(f"{name}: must be greater than 0")

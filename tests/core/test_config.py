@@ -106,6 +106,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("extender profile missing", {"extender": {"profile": "ghost"}}, "extender.profile: no profile named 'ghost'"),
     ("no profiles", {"profiles": []}, "profiles: at least one profile is required"),
     ("bad scheduler name", {"profiles": [{"schedulerName": "Bad Name"}]}, "profiles[0].schedulerName"),
+    ("zero grpc message limit", {"grpc": {"maxMessageBytes": 0}}, "grpc.maxMessageBytes: must be greater than 0"),
+    ("zero idle timeout", {"http": {"idleTimeoutSeconds": 0}}, "http.idleTimeoutSeconds: must be greater than 0"),
+    ("negative header timeout", {"http": {"readHeaderTimeoutSeconds": -1}}, "http.readHeaderTimeoutSeconds"),
+    ("zero body timeout", {"http": {"readTimeoutSeconds": 0}}, "http.readTimeoutSeconds: must be greater than 0"),
+    ("zero grpc idle timeout", {"grpc": {"idleTimeoutSeconds": 0}}, "grpc.idleTimeoutSeconds: must be greater than 0"),
+    ("negative grace period", {"shutdownGracePeriodSeconds": -1}, "shutdownGracePeriodSeconds: must not be negative"),
+    ("unknown auth field", {"grpc": {"auth": {"token": "x"}}}, "grpc.auth.token: unknown field"),
 ]
 
 

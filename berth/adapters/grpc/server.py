@@ -195,6 +195,7 @@ class GrpcServer:
                 # message that inflates past the limit is RESOURCE_EXHAUSTED.
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
+                ("grpc.max_connection_idle_ms", int(cfg.idle_timeout_seconds * 1000)),
             ],
         )
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(core, verbs), self.server)
