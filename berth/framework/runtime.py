@@ -22,7 +22,12 @@ from berth.framework import interface as fw
 from berth.framework import registry
 from berth.framework.handle import Handle
 
-__all__ = ["FilterOutcome", "Framework", "ScoreOutcome"]
+__all__ = ["PRE_FILTER_PLUGINS_WITH_NODES", "FilterOutcome", "Framework", "ScoreOutcome"]
+
+#: The PreFilter plugins whose result narrowed this cycle's node set, sorted:
+#: RunPreFilterPlugins' ``pluginsWithNodes`` (v1.34), which the FitError
+#: message names for the nodes they left out.
+PRE_FILTER_PLUGINS_WITH_NODES: fw.StateKey[tuple[str, ...]] = fw.StateKey("PreFilterPluginsWithNodes")
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +132,14 @@ class Framework:
     def run_pre_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[fw.Status, frozenset[str] | None]:
-        """PreFilter plugins in order; the first rejection ends the phase."""
+        """PreFilter plugins in order; the first rejection ends the phase.
+
+        The plugins that narrowed the node set go to
+        :data:`PRE_FILTER_PLUGINS_WITH_NODES`; when their sets do not
+        intersect, the message is RunPreFilterPlugins' (v1.34), byte for byte.
+        """
         allowed: frozenset[str] | None = None
+        with_nodes: set[str] = set()
         for p in self.pre_filter:
             res = p.pre_filter(state, pod, nodes)
             st = res.status
@@ -140,12 +151,17 @@ class Framework:
                     log.error("PreFilter %s failed for %s: %s", p.NAME, pod.key, st.message())
                 return st.with_plugin(p.NAME), None
             if res.node_names is not None:
+                with_nodes.add(p.NAME)
+                state.write(PRE_FILTER_PLUGINS_WITH_NODES, tuple(sorted(with_nodes)))
                 allowed = res.node_names if allowed is None else allowed & res.node_names
                 if not allowed:
-                    return (
-                        fw.Status.unresolvable("node(s) didn't satisfy plugin(s) [" + p.NAME + "]", plugin=p.NAME),
-                        None,
+                    names = sorted(with_nodes)
+                    msg = (
+                        f"node(s) didn't satisfy plugin {names[0]}"
+                        if len(names) == 1
+                        else f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
                     )
+                    return fw.Status.unresolvable(msg, plugin=p.NAME), None
         return fw.SUCCESS, allowed
 
     def run_filter(

@@ -5,9 +5,14 @@ does not tolerate.
 Mirrors kube-scheduler v1.34
 ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
 
-- Filter: the first NoSchedule/NoExecute taint (in the node's order) no
-  toleration tolerates fails the node, UnschedulableAndUnresolvable,
-  ``node(s) had untolerated taint {KEY: VALUE}``.
+- Filter: a NoSchedule/NoExecute taint no toleration tolerates fails the
+  node, UnschedulableAndUnresolvable, ``node(s) had untolerated taint(s)``
+  (:data:`ERR_REASON_NOT_MATCH`) — byte for byte what v1.34.4's Filter
+  returns (``fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) had
+  untolerated taint(s)")``; the taint itself only goes to its V(4) log
+  line, "node had untolerated taints" with ``untoleratedTaint``). Older
+  releases wrote ``node(s) had untolerated taint {KEY: VALUE}``; the
+  FailedScheduling histogram now counts all such nodes under one reason.
 - PreScore keeps the tolerations whose effect is empty or PreferNoSchedule;
   Score counts the node's PreferNoSchedule taints those do not tolerate;
   NormalizeScore is DefaultNormalizeScore reversed (fewest taints: 100).
@@ -32,7 +37,7 @@ from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.helpers import DO_NOT_SCHEDULE, PREFER_NO_SCHEDULE, default_normalize_score, first_untolerated
 
-__all__ = ["PRE_SCORE_KEY", "TaintToleration"]
+__all__ = ["ERR_REASON_NOT_MATCH", "PRE_SCORE_KEY", "TaintToleration"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -43,6 +48,9 @@ class _PreScoreState:
 
 
 PRE_SCORE_KEY: fw.StateKey[_PreScoreState] = fw.StateKey("PreScoreTaintToleration")
+
+#: Filter's reason (taint_toleration.go, v1.34.4: the literal in Filter's NewStatus).
+ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
 
 
 def _do_not_schedule(t: model.Taint) -> bool:
@@ -67,23 +75,14 @@ class TaintToleration:
         if not groups.any():  # group 0: no taints at all
             return fw.NodeVerdicts.all_ok(len(rows))
         tolerations = pod.pod.spec.tolerations
-        statuses: list[fw.Status] = []
-        # Per distinct taint group: -1 tolerated, else index into statuses.
-        verdict = np.full(len(nodes.taint_sets), -1, dtype=np.int32)
-        by_text: dict[str, int] = {}
+        # Per distinct taint group: does some NoSchedule/NoExecute taint go untolerated?
+        untolerated = np.zeros(len(nodes.taint_sets), dtype=bool)
         for g in np.unique(groups).tolist():
-            taint = first_untolerated(nodes.taint_sets[g], tolerations, _do_not_schedule)
-            if taint is None:
-                continue
-            text = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-            k = by_text.get(text)
-            if k is None:
-                k = by_text[text] = len(statuses)
-                statuses.append(fw.Status.unresolvable(text, plugin=self.NAME))
-            verdict[g] = k
-        per_row = verdict[groups]
-        ok = per_row < 0
-        return fw.NodeVerdicts(ok, statuses, np.maximum(per_row, 0).astype(np.int32))
+            untolerated[g] = first_untolerated(nodes.taint_sets[g], tolerations, _do_not_schedule) is not None
+        bad = untolerated[groups]
+        if not bad.any():
+            return fw.NodeVerdicts.all_ok(len(rows))
+        return fw.NodeVerdicts.fail_where(bad, fw.Status.unresolvable(ERR_REASON_NOT_MATCH, plugin=self.NAME))
 
     def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
         prefer = tuple(t for t in pod.pod.spec.tolerations if t.effect in ("", PREFER_NO_SCHEDULE))

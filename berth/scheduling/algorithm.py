@@ -4,6 +4,11 @@ Mirrors ``pkg/scheduler/schedule_one.go``: ``schedulePod`` ->
 ``findNodesThatFitPod`` (PreFilter, the nominated node first, Filter over a
 rotating window honouring percentageOfNodesToScore) -> ``prioritizeNodes``
 -> ``selectHost``; and ``FitError`` for the message a pending pod carries.
+
+The FitError message is the Kubernetes-facing text (the FailedScheduling
+event, the PodScheduled condition): it is v1.34.4's ``FitError.Error()``
+byte for byte, including the nodes a PreFilter result left out, counted
+under ``node(s) didn't satisfy plugin(s) [NodeAffinity]``.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import preemption
-from berth.framework.runtime import FilterOutcome, Framework, ScoreOutcome
+from berth.framework.runtime import PRE_FILTER_PLUGINS_WITH_NODES, FilterOutcome, Framework, ScoreOutcome
 
 __all__ = [
     "Diagnosis",
     "FitError",
     "Sampler",
     "ScheduleResult",
+    "absent_nodes_reason",
     "num_feasible_nodes_to_find",
     "schedule_pod",
     "select_host",
@@ -48,12 +54,29 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def absent_nodes_reason(state: fw.CycleState) -> str:
+    """Why the nodes this cycle's PreFilter results left out fail
+    (findNodesThatFitPod, schedule_one.go v1.34: ``fmt.Sprintf("node(s) didn't
+    satisfy plugin(s) %v", sets.List(unscheduledPlugins))``; Go prints the
+    sorted names as ``[A B]``)."""
+    plugins = state.get(PRE_FILTER_PLUGINS_WITH_NODES) or ()
+    return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}]"
+
+
 @dataclasses.dataclass(slots=True)
 class Diagnosis:
-    """Why a pod did not fit (framework.Diagnosis)."""
+    """Why a pod did not fit (framework.Diagnosis).
+
+    ``node_to_status`` holds the nodes Filter examined (NodeToStatus's
+    explicit nodes); every other node has ``absent_nodes_status``
+    (``AbsentNodesStatus``: no reasons unless a PreFilter result left nodes out).
+    """
 
     num_all_nodes: int
     node_to_status: dict[str, fw.Status] = dataclasses.field(default_factory=dict)
+    absent_nodes_status: fw.Status = dataclasses.field(
+        default_factory=lambda: fw.Status(fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    )
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
     unschedulable_plugins: set[str] = dataclasses.field(default_factory=set)
@@ -69,6 +92,10 @@ class FitError(Exception):
         self.diagnosis = diagnosis
 
     def __str__(self) -> str:
+        # framework/types.go FitError.Error() (v1.34): NoNodeAvailableMsg, then
+        # the PreFilter message, or else a histogram of the explicit nodes'
+        # reasons plus the absent nodes' (NumAllNodes - NodeToStatus.Len()),
+        # "count reason" sorted as strings; then the PostFilter message.
         d = self.diagnosis
         msg = f"0/{d.num_all_nodes} nodes are available:"
         if d.pre_filter_msg:
@@ -78,11 +105,15 @@ class FitError(Exception):
             for st in d.node_to_status.values():
                 for r in st.reasons:
                     histogram[r] += 1
+            absent = d.num_all_nodes - len(d.node_to_status)
+            if absent > 0:
+                for r in d.absent_nodes_status.reasons:
+                    histogram[r] += absent
             parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
             if parts:
                 msg += f" {', '.join(parts)}."
-        if d.post_filter_msg:
-            msg += f" {d.post_filter_msg}."
+        if d.post_filter_msg:  # fmt.Sprintf(" %v", postFilterMsg): no period of its own
+            msg += f" {d.post_filter_msg}"
         return msg
 
 
@@ -121,10 +152,14 @@ def find_nodes_that_fit(
     order = nodes.order()
     diagnosis = Diagnosis(num_all_nodes=len(order))
     status, allowed = fwk.run_pre_filter(state, pod, nodes)
+    # diagnosis.UnschedulablePlugins = the plugins whose PreFilter result narrowed the nodes.
+    with_nodes = state.get(PRE_FILTER_PLUGINS_WITH_NODES) or ()
+    diagnosis.unschedulable_plugins.update(with_nodes)
     if not status.ok:
         diagnosis.pre_filter_msg = status.message()
         if status.is_rejection:
             diagnosis.unschedulable_plugins.add(status.plugin)
+            diagnosis.absent_nodes_status = status
             for r in order.tolist():
                 diagnosis.node_to_status[nodes.name(r)] = status
             return np.zeros(0, dtype=np.int64), diagnosis, None
@@ -143,6 +178,7 @@ def find_nodes_that_fit(
 
     if allowed is not None:
         order = np.asarray([r for r in order.tolist() if nodes.name(r) in allowed], dtype=np.int64)
+        diagnosis.absent_nodes_status = fw.Status.unresolvable(absent_nodes_reason(state))
     n = len(order)
     want = num_feasible_nodes_to_find(percentage, n) if sampler is not None else n
     if sampler is not None and n:

@@ -77,17 +77,19 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
             per_plugin[r] = {name: int(a[k]) for name, a in scores.by_plugin.items()}
             totals[r] = int(scores.total[k])
     nodes: list[NodeExplanation] = []
+    if allowed is not None:  # the summary counts the nodes PreFilter left out as kube-scheduler does
+        diagnosis.absent_nodes_status = fw.Status.unresolvable(algorithm.absent_nodes_reason(state))
     for k, r in enumerate(rows.tolist()):
         name = snap.name(r)
         e = NodeExplanation(name, bool(out.ok[k]))
         if allowed is not None and name not in allowed:
             e.feasible = False
-            e.reasons.append(Reason("PreFilter", "node(s) didn't satisfy plugin(s) [PreFilter]", True))
+            e.reasons.append(Reason("PreFilter", algorithm.absent_nodes_reason(state), True))
         e.reasons.extend(_reason(st) for st in out.all_failures(r))
         if out.ok[k]:
             e.plugin_scores = per_plugin.get(r, {})
             e.score = totals.get(r, 0)
-        elif out.statuses:
+        elif out.statuses and (allowed is None or name in allowed):
             diagnosis.node_to_status[name] = out.statuses[int(out.reason[k])]
         nodes.append(e)
     n_feasible = sum(1 for e in nodes if e.feasible)

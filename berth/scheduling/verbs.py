@@ -30,6 +30,7 @@ from berth.cluster import model, resources
 from berth.errors import InvalidArgument
 from berth.framework import interface as fw
 from berth.framework import preemption
+from berth.scheduling import algorithm
 from berth.scheduling.core import Core, VerbError
 
 __all__ = ["Extender", "FilterResult", "MetaVictims", "PrioritizeResult", "VictimsRequest"]
@@ -292,9 +293,10 @@ class Extender:
                 target[n] = status.message()
             return res
         if allowed is not None:
+            left_out = algorithm.absent_nodes_reason(state)  # kube-scheduler's text for these nodes
             for n in known:
                 if n not in allowed:
-                    res.unresolvable[n] = "node(s) didn't satisfy plugin(s) [PreFilter]"
+                    res.unresolvable[n] = left_out
             known = [n for n in known if n in allowed]
         if rows is None or known is not names:
             rows = table.rows_of(known)

@@ -5,7 +5,10 @@ Mirrors kube-scheduler v1.34
 top of ``resource_allocation.go``, shared with NodeResourcesFit:
 :mod:`berth.plugins.noderesources.strategies`). PreScore computes the pod's
 request for each configured resource from its *actual* requests
-(``useRequested``: no 100m / 200Mi defaults) and returns Skip for a pod that
+(``useRequested``: no 100m / 200Mi defaults; pod-level resources,
+``spec.resources``, replace the containers' sum for cpu, memory and
+hugepages, as ``enablePodLevelResources`` is set — unlike NodeResourcesFit's
+score) and returns Skip for a pod that
 requests none of them (a best-effort pod; kubernetes/kubernetes#129138), so
 such pods are not piled onto one node. Score: per resource the fraction
 ``(requested + pod) / allocatable`` (capped at 1; resources the node does not
@@ -104,7 +107,10 @@ class NodeResourcesBalancedAllocation:
         self.args = args if args is not None else NodeResourcesBalancedAllocationArgs()
         self.args.validate()
         self.handle = handle
-        self.scorer = ResourceAllocationScorer(self.args.resources, balanced_resource_scorer, use_requested=True)
+        # NewBalancedAllocation: useRequested and enablePodLevelResources (the gate is on in v1.34).
+        self.scorer = ResourceAllocationScorer(
+            self.args.resources, balanced_resource_scorer, use_requested=True, pod_level=True
+        )
 
     @staticmethod
     def _best_effort(pod_requests: Sequence[int]) -> bool:

@@ -13,7 +13,13 @@ failing several resources reports all of them, in that order. The status is
 Unschedulable, or UnschedulableAndUnresolvable when a failing request exceeds
 the node's whole allocatable (``InsufficientResource.Unresolvable``: evicting
 pods cannot help, so preemption skips the node). PreScore/Score score with the
-configured strategy (:mod:`berth.plugins.noderesources.strategies`); the
+configured strategy (:mod:`berth.plugins.noderesources.strategies`), and
+there, unlike in PreFilter/Filter, the pod's request ignores pod-level
+resources (``spec.resources``): v1.34's ``nodeResourceStrategyTypeMap``
+(fit.go l. 59-85) builds the scorer without ``enablePodLevelResources``, so
+``calculatePodResourceRequest`` (resource_allocation.go) passes
+``SkipPodLevelResources: true`` and a pod is scored by its containers (with
+the 100m / 200Mi defaults) plus overhead; BalancedAllocation does use them. The
 arguments are :class:`~berth.plugins.noderesources.args.NodeResourcesFitArgs`.
 DRA-backed extended resources (``DRAExtendedResource``, alpha in v1.34 and off
 by default) are not modelled.

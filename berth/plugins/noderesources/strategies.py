@@ -7,7 +7,9 @@ per configured resource, the node's requested amount and the pod's; cpu and
 memory use the *non-zero* amounts — a container that does not request them
 counts 100m / 200Mi, :func:`non_missing_requests` — unless ``useRequested``;
 an extended resource the pod does not request, and a resource the node does
-not have, are left out), ``least_allocated.go`` / ``most_allocated.go`` /
+not have, are left out; pod-level resources, ``spec.resources``, count only
+where the scorer enables them — BalancedAllocation does, NodeResourcesFit
+does not: :class:`ResourceAllocationScorer`), ``least_allocated.go`` / ``most_allocated.go`` /
 ``requested_to_capacity_ratio.go`` (+ ``helper/shape_score.go``'s
 :func:`broken_linear`): the three scoring strategies, with Go's integer
 arithmetic (truncating division, ``math.Round`` for RequestedToCapacityRatio),
@@ -60,15 +62,25 @@ def _is_scalar(name: str) -> bool:
     return resources.is_scalar(name)
 
 
-def non_missing_requests(pod: model.Pod) -> dict[str, int]:
+def _without_pod_level(pod: model.Pod) -> model.Pod:
+    """The pod as ``PodResourcesOptions{SkipPodLevelResources: true}`` sees it."""
+    if pod.spec.resources is None:
+        return pod
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, resources=None))
+
+
+def non_missing_requests(pod: model.Pod, *, skip_pod_level: bool = False) -> dict[str, int]:
     """``resource.PodRequests`` with ``NonMissingContainerRequests`` {cpu: 100m, memory: 200Mi}.
 
     A container (init containers included) whose requests — after the API
     server copied missing requests from limits — do not *name* cpu or memory
     counts the default; an explicit ``cpu: 0`` stays 0 (component-helpers
     ``applyNonMissing``). Done by adding the defaults to a copy of the pod and
-    summing it with :func:`resources.pod_requests`.
+    summing it with :func:`resources.pod_requests`. With ``skip_pod_level``
+    the pod's ``spec.resources`` are ignored (``SkipPodLevelResources``).
     """
+    if skip_pod_level:
+        pod = _without_pod_level(pod)
     spec = pod.spec
 
     def with_defaults(c: model.Container) -> model.Container:
@@ -185,18 +197,34 @@ class ResourceAllocationScorer:
 
     ``use_requested`` picks ``NodeInfo.Requested`` (and the pod's plain
     requests) over ``NonZeroRequested`` (and requests with the 100m / 200Mi
-    defaults) for cpu and memory.
+    defaults) for cpu and memory. ``pod_level`` is the scorer's
+    ``enablePodLevelResources``: the pod's own request
+    (``calculatePodResourceRequest``) honours ``spec.resources`` only when it
+    is set (``SkipPodLevelResources: !r.enablePodLevelResources``,
+    resource_allocation.go l. 136-141 in v1.34). v1.34 sets it for
+    BalancedAllocation (``NewBalancedAllocation``: ``enablePodLevelResources:
+    fts.EnablePodLevelResources``) but never for NodeResourcesFit's scorer
+    (fit.go ``nodeResourceStrategyTypeMap``, l. 59-85, builds it with only
+    Name, scorer and resources), so Fit scores pod-level pods by their
+    containers. The node side (``Requested`` / ``NonZeroRequested``) is the
+    cache's and includes pod-level resources either way.
     """
 
-    def __init__(self, specs: Sequence[ResourceSpec], scorer: Scorer, *, use_requested: bool) -> None:
+    def __init__(self, specs: Sequence[ResourceSpec], scorer: Scorer, *, use_requested: bool, pod_level: bool) -> None:
         self.names = [s.name for s in specs]
         self.weights = np.asarray([s.weight for s in specs], dtype=np.int64)
         self.scorer = scorer
         self.use_requested = use_requested
+        self.pod_level = pod_level
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """calculatePodResourceRequestList: the pod's request for each configured resource."""
-        reqs = pod.requests if self.use_requested else non_missing_requests(pod.pod)
+        if not self.use_requested:
+            reqs = non_missing_requests(pod.pod, skip_pod_level=not self.pod_level)
+        elif self.pod_level or pod.pod.spec.resources is None:
+            reqs = pod.requests
+        else:
+            reqs = resources.pod_requests(_without_pod_level(pod.pod))
         return [reqs.get(name, 0) for name in self.names]
 
     def allocatable_requested(
@@ -263,4 +291,5 @@ def scorer_for(strategy: ScoringStrategy) -> ResourceAllocationScorer:
         fn = _requested_to_capacity_ratio(strategy.requested_to_capacity_ratio.shape)
     else:  # validate() rejects it first
         raise ValueError(f"scoring strategy {strategy.type} is not supported")
-    return ResourceAllocationScorer(strategy.resources, fn, use_requested=False)
+    # fit.go builds these scorers without enablePodLevelResources (see ResourceAllocationScorer).
+    return ResourceAllocationScorer(strategy.resources, fn, use_requested=False, pod_level=False)
