@@ -35,6 +35,7 @@ DEFAULT_OUT = ROOT / "berth" / "cluster" / "openapi" / "v1.34.json"
 
 #: kind -> (group, version, OpenAPI v3 document of that group-version).
 KINDS: dict[str, tuple[str, str, str]] = {
+    "Namespace": ("", "v1", "/openapi/v3/api/v1"),
     "Node": ("", "v1", "/openapi/v3/api/v1"),
     "Pod": ("", "v1", "/openapi/v3/api/v1"),
     "PodDisruptionBudget": ("policy", "v1", "/openapi/v3/apis/policy/v1"),

@@ -84,12 +84,13 @@ def _first_seen(seen: dict[str, int], value: str, batch: str, i: int, field: str
 
 
 class EmbeddedCluster:
-    """In-memory nodes, pods, pod groups and PDBs; see the module docstring."""
+    """In-memory namespaces, nodes, pods, pod groups and PDBs; see the module docstring."""
 
     name = "embedded"
 
     def __init__(self, core: ClusterListener) -> None:
         self.core = core
+        self.namespaces: dict[str, model.Namespace] = {}
         self.nodes: dict[str, model.Node] = {}
         self.pods: dict[str, model.Pod] = {}  # NAMESPACE/NAME -> pod
         self.pod_groups: dict[str, model.PodGroup] = {}  # NAMESPACE/NAME -> group
@@ -103,11 +104,38 @@ class EmbeddedCluster:
 
     def load(self, objects: Manifests) -> None:
         """Load a manifest set, kind by kind, each kind one all-or-nothing batch."""
-        # Nodes first, so bound pods land on known nodes.
+        # Namespaces and nodes first, so pods are judged with their namespaces'
+        # labels and bound pods land on known nodes.
+        self.upsert_namespaces(objects.namespaces)
         self.upsert_nodes(objects.nodes)
         self.upsert_pod_groups(objects.pod_groups)
         self.upsert_pdbs(objects.pdbs)
         self.upsert_pods(objects.pods)
+
+    def upsert_namespaces(self, namespaces: Iterable[model.Namespace]) -> int:
+        """Create or replace namespaces, all or none. As the API server does
+        (``SetDefaults_Namespace``), each carries the label
+        ``kubernetes.io/metadata.name`` set to its name, whatever it was given."""
+        batch = [_namespace_defaulted(ns) for ns in namespaces]
+        seen: dict[str, int] = {}
+        for i, ns in enumerate(batch):
+            _checked(f"namespaces[{i}]", ns, validation.validate_namespace)
+            _first_seen(seen, ns.metadata.name, "namespaces", i, "metadata.name", "the same name")
+        for ns in batch:
+            self.namespaces[ns.metadata.name] = ns
+            self.core.on_namespace(ns)
+        return len(batch)
+
+    def delete_namespaces(self, names: Iterable[str]) -> int:
+        """Delete namespaces by name; unknown names are skipped. Their pods stay
+        (the API server's namespace controller would delete them; here that
+        is the feeder's to do), judged as in a namespace without labels."""
+        n = 0
+        for name in names:
+            if self.namespaces.pop(name, None) is not None:
+                self.core.on_namespace_delete(name)
+                n += 1
+        return n
 
     def upsert_nodes(self, nodes: Iterable[model.Node]) -> int:
         batch = list(nodes)
@@ -266,6 +294,15 @@ def _defaulted(pod: model.Pod) -> model.Pod:
     namespace = md.namespace or "default"
     md = msgspec.structs.replace(md, namespace=namespace, uid=md.uid or default_uid(namespace, md.name))
     return msgspec.structs.replace(pod, metadata=md)
+
+
+def _namespace_defaulted(ns: model.Namespace) -> model.Namespace:
+    """``ns`` labelled ``kubernetes.io/metadata.name: <name>`` (a copy; the caller's object is not changed)."""
+    md = ns.metadata
+    if not md.name or md.labels.get(model.LABEL_METADATA_NAME) == md.name:
+        return ns
+    labels = {**md.labels, model.LABEL_METADATA_NAME: md.name}
+    return msgspec.structs.replace(ns, metadata=msgspec.structs.replace(md, labels=labels))
 
 
 def _in_namespace(obj: Namespaced) -> Namespaced:

@@ -2,8 +2,8 @@
 ``berth submit`` / ``berth explain`` and tests.
 
 Accepts multi-document YAML or JSON, each document an object or a ``List``
-(``kind: List`` or ``*List`` with ``items``). Kinds: Node, Pod, PodGroup
-(``scheduling.x-k8s.io``) and PodDisruptionBudget. Every object is checked the
+(``kind: List`` or ``*List`` with ``items``). Kinds: Namespace, Node, Pod,
+PodGroup (``scheduling.x-k8s.io``) and PodDisruptionBudget. Every object is checked the
 way the API server would reject it (names, quantities, selector operators),
 and errors name the document and the field: ``cluster.yaml: document 3
 (Pod default/web-0): spec.containers[0].resources.requests.cpu: invalid
@@ -62,6 +62,7 @@ class ManifestError(errors.InvalidArgument):
 
 @dataclasses.dataclass(slots=True)
 class Manifests:
+    namespaces: list[model.Namespace] = dataclasses.field(default_factory=list)
     nodes: list[model.Node] = dataclasses.field(default_factory=list)
     pods: list[model.Pod] = dataclasses.field(default_factory=list)
     pod_groups: list[model.PodGroup] = dataclasses.field(default_factory=list)
@@ -200,12 +201,15 @@ def validate_pod(pod: model.Pod) -> None:
             if not term.topology_key:
                 raise ManifestError(f"{base}.topologyKey: required")
             _check_selector(term.label_selector, f"{base}.labelSelector")
+            _check_selector(term.namespace_selector, f"{base}.namespaceSelector")
         for i, w in enumerate(pa.preferred_during_scheduling_ignored_during_execution):
             base = f"spec.affinity.{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
             if not 1 <= w.weight <= 100:
                 raise ManifestError(f"{base}.weight: must be in the range 1-100")
             if not w.pod_affinity_term.topology_key:
                 raise ManifestError(f"{base}.podAffinityTerm.topologyKey: required")
+            _check_selector(w.pod_affinity_term.label_selector, f"{base}.podAffinityTerm.labelSelector")
+            _check_selector(w.pod_affinity_term.namespace_selector, f"{base}.podAffinityTerm.namespaceSelector")
     for i, tsc in enumerate(spec.topology_spread_constraints):
         base = f"spec.topologySpreadConstraints[{i}]"
         if tsc.max_skew <= 0:
@@ -239,7 +243,7 @@ def default_uid(namespace: str, name: str) -> str:
     return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
 
 
-_KINDS = ("Node", "Pod", "PodGroup", "PodDisruptionBudget")
+_KINDS = ("Namespace", "Node", "Pod", "PodGroup", "PodDisruptionBudget")
 
 
 def parse_documents(
@@ -261,7 +265,12 @@ def parse_documents(
         label = f"{where} ({_describe(item)})"
         obj = _check_fields(item, kind, label, validate, source) if kind in _KINDS else item
         try:
-            if kind == "Node":
+            if kind == "Namespace":
+                ns = _convert(obj, model.Namespace, label)
+                if not ns.metadata.name:
+                    raise ManifestError("metadata.name: required")
+                out.namespaces.append(ns)
+            elif kind == "Node":
                 node = _convert(obj, model.Node, label)
                 validate_node(node)
                 node.metadata.namespace = ""

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "LABEL_METADATA_NAME",
     "LABEL_POD_GROUP",
     "Affinity",
     "Container",
@@ -25,6 +26,7 @@ __all__ = [
     "ContainerPort",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "Namespace",
     "Node",
     "NodeAffinity",
     "NodeSelector",
@@ -269,6 +271,27 @@ class Node(_K8s):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# ---------------------------------------------------------------- namespaces
+
+
+#: The label the API server sets on every namespace to its name
+#: (core/v1 ``LabelMetadataName``; ``SetDefaults_Namespace``).
+LABEL_METADATA_NAME = "kubernetes.io/metadata.name"
+
+
+class Namespace(_K8s):
+    """A namespace: only its name and labels matter to scheduling (the
+    ``namespaceSelector`` of pod (anti-)affinity terms selects by them)."""
+
+    api_version: str = "v1"
+    kind: str = "Namespace"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
     @property
     def name(self) -> str:

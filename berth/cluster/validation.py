@@ -44,6 +44,7 @@ __all__ = [
     "validate_label_name",
     "validate_label_selector",
     "validate_labels",
+    "validate_namespace",
     "validate_node",
     "validate_node_selector_requirement",
     "validate_object_meta",
@@ -322,6 +323,20 @@ def validate_pod(pod: model.Pod) -> None:
         # Each total (scoring's non-zero one too) must fit the node table's
         # int64 columns: resources.pod_requests raises QuantityError when one does not.
         resources.pod_requests(pod, non_zero=non_zero)
+
+
+def validate_namespace(ns: model.Namespace) -> None:
+    """core validation's ValidateNamespace: ValidateObjectMeta with
+    ValidateNamespaceName (a DNS-1123 label), no ``metadata.namespace`` (the
+    kind is cluster-scoped), valid labels and annotations."""
+    md = ns.metadata
+    if not md.name:
+        raise required("metadata.name", "name or generateName is required")
+    _check("metadata.name", md.name, is_dns1123_label(md.name))
+    if md.namespace:
+        raise forbidden("metadata.namespace", "not allowed on this type")
+    validate_labels(md.labels, "metadata.labels")
+    validate_annotations(md.annotations, "metadata.annotations")
 
 
 def validate_pod_group(group: model.PodGroup) -> None:

@@ -11,6 +11,8 @@ kube-scheduler          Berth
 =====================  =================================================
 SnapshotSharedLister    ``cache`` (the live node table, the pod index) and
                         ``pods`` (every pod Berth knows, placed or not)
+SharedInformerFactory   ``namespaces`` (the namespace lister: labels for
+                        pod affinity's ``namespaceSelector``)
 PodNominator            ``nominator``
 Iterate/Get/Reject      ``waiting_pods``
 WaitingPod
@@ -25,7 +27,7 @@ PluginsRunner           ``framework`` (this profile's plugins, for
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from berth.cache.cache import Cache
@@ -42,6 +44,7 @@ __all__ = [
     "ClusterClient",
     "DecisionRecorder",
     "Handle",
+    "NamespaceLister",
     "Nominator",
     "PodDisruptionBudgetLister",
     "PodGroupLister",
@@ -63,6 +66,18 @@ class PodLister(Protocol):
         that are neither terminal nor terminating."""
 
     def matching(self, namespace: str, selector: model.LabelSelector | None) -> list[model.Pod]: ...
+
+
+class NamespaceLister(Protocol):
+    """The namespaces Berth knows (``listersv1.NamespaceLister``)."""
+
+    def get(self, name: str) -> model.Namespace | None: ...
+
+    def labels_of(self, name: str) -> Mapping[str, str]:
+        """The namespace's labels; empty for one Berth has not seen."""
+
+    def selected(self, selector: model.LabelSelector) -> list[str]:
+        """Names of the known namespaces whose labels match ``selector``."""
 
 
 class PodGroupLister(Protocol):
@@ -135,6 +150,7 @@ class Handle:
     pods: PodLister
     pod_groups: PodGroupLister
     pdbs: PodDisruptionBudgetLister
+    namespaces: NamespaceLister
     nominator: Nominator
     waiting_pods: WaitingPods
     client: ClusterClient

@@ -29,7 +29,7 @@ from berth.queue.waiting import WaitingPods
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
-from berth.scheduling.state import PodDisruptionBudgetStore, PodGroupStore, PodStore
+from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore
 
 if TYPE_CHECKING:
     from berth.scheduling.loop import Scheduler
@@ -66,6 +66,7 @@ class Core:
         pods: PodStore,
         pod_groups: PodGroupStore,
         pdbs: PodDisruptionBudgetStore,
+        namespaces: NamespaceStore,
         frameworks: Mapping[str, Framework],
         nominator: Nominator,
         waiting: WaitingPods,
@@ -80,6 +81,7 @@ class Core:
         self.pods = pods
         self.pod_groups = pod_groups
         self.pdbs = pdbs
+        self.namespaces = namespaces
         self.frameworks = dict(frameworks)
         self.nominator = nominator
         self.waiting = waiting
@@ -203,6 +205,15 @@ class Core:
 
     def on_pdb_delete(self, namespace: str, name: str) -> None:
         self.pdbs.remove(namespace, name)
+
+    def on_namespace(self, namespace: model.Namespace) -> None:
+        """Store a namespace's labels. No pod is requeued: as kube-scheduler's
+        InterPodAffinity (whose EventsToRegister names Pod and Node events
+        only), a label change waits for the next event that requeues the pod."""
+        self.namespaces.put(namespace)
+
+    def on_namespace_delete(self, name: str) -> None:
+        self.namespaces.remove(name)
 
     def _cache_metrics(self) -> None:
         self.metrics.set_cache_size(self.cache.node_count, self.cache.pod_count, self.cache.assumed_count)

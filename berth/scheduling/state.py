@@ -1,5 +1,6 @@
 """What every source told the core about objects other than nodes: pods
-(with the source that owns each), pod groups and PodDisruptionBudgets.
+(with the source that owns each), pod groups, PodDisruptionBudgets and
+namespaces.
 
 These stores are the listers plugins see through the Handle
 (:class:`berth.framework.handle.PodLister` and friends); nodes and the pods
@@ -8,10 +9,14 @@ placed on them live in the cache.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import msgspec
+
 from berth.cluster import labels, model, validation
 from berth.cluster.sources import Source
 
-__all__ = ["PodDisruptionBudgetStore", "PodGroupStore", "PodStore"]
+__all__ = ["NamespaceStore", "PodDisruptionBudgetStore", "PodGroupStore", "PodStore"]
 
 
 class PodStore:
@@ -108,3 +113,53 @@ class PodDisruptionBudgetStore:
 
     def list(self) -> list[model.PodDisruptionBudget]:
         return list(self._budgets.values())
+
+
+class NamespaceStore:
+    """Every namespace Berth was told about, by name: kube-scheduler's
+    namespace informer's lister (``h.SharedInformerFactory().Core().V1().Namespaces().Lister()``),
+    which InterPodAffinity asks for the namespaces a ``namespaceSelector``
+    selects and for the labels of an incoming pod's namespace."""
+
+    #: Selections remembered between changes; cleared past this many.
+    _MEMO_LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._namespaces: dict[str, model.Namespace] = {}
+        self._memo: dict[bytes, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._namespaces)
+
+    def put(self, namespace: model.Namespace) -> None:
+        self._namespaces[namespace.metadata.name] = namespace
+        self._memo.clear()
+
+    def remove(self, name: str) -> None:
+        if self._namespaces.pop(name, None) is not None:
+            self._memo.clear()
+
+    # ------------------------------------------------------------ NamespaceLister
+
+    def get(self, name: str) -> model.Namespace | None:
+        return self._namespaces.get(name)
+
+    def labels_of(self, name: str) -> Mapping[str, str]:
+        """The namespace's labels; none for one Berth has not seen
+        (upstream's ``GetNamespaceLabelsSnapshot`` assumes an empty set)."""
+        ns = self._namespaces.get(name)
+        return ns.metadata.labels if ns is not None else {}
+
+    def selected(self, selector: model.LabelSelector) -> list[str]:
+        """Names of the known namespaces whose labels match ``selector`` (``nsLister.List``)."""
+        key = msgspec.json.encode(selector)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= self._MEMO_LIMIT:
+                self._memo.clear()
+            hit = self._memo[key] = [
+                name
+                for name, ns in self._namespaces.items()
+                if labels.match_label_selector(selector, ns.metadata.labels)
+            ]
+        return hit

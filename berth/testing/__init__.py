@@ -136,13 +136,16 @@ class Cluster:
         self.berth = app.build(config, run_loop=False)
         self.add(*nodes, *pods)
 
-    def add(self, *objects: model.Node | model.Pod) -> None:
-        """Nodes and pods as an informer reports them: taken as they are,
-        without the embedded cluster's manifest checks (upstream's plugin
-        test tables hold pods a real API server would default or reject)."""
+    def add(self, *objects: model.Node | model.Pod | model.Namespace) -> None:
+        """Nodes, pods and namespaces as an informer reports them: taken as
+        they are, without the embedded cluster's manifest checks (upstream's
+        plugin test tables hold pods a real API server would default or
+        reject). A namespace's labels are what ``namespaceSelector`` sees."""
         embedded, core = self.berth.cluster, self.berth.core
         for obj in objects:
-            if isinstance(obj, model.Node):
+            if isinstance(obj, model.Namespace):
+                core.on_namespace(obj)
+            elif isinstance(obj, model.Node):
                 embedded.nodes[obj.metadata.name] = obj
                 core.on_node(obj)
             else:

@@ -62,6 +62,7 @@ class FakeApiServer:
     def __init__(self) -> None:
         self.up = True
         self.nodes: list[dict[str, Any]] = []
+        self.namespaces: list[dict[str, Any]] = []
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self.refused = 0
@@ -107,14 +108,14 @@ class FakeApiServer:
         body = json.loads(data) if isinstance(data, str) and data else None
         if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
             return self._lease(method, m.group(1), m.group(2), body)
-        if path in ("/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"):
+        if path in ("/api/v1/namespaces", "/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"):
             if watch:
                 since = parse_qs(query).get("resourceVersion", ["0"])[0]
                 if int(since or 0) < self._rv:
                     # Changes this fake cannot replay: "too old", as after an etcd compaction.
                     return Response(200, stream=self._gone())
                 return Response(200, stream=self._watch())
-            items = self.nodes if path == "/api/v1/nodes" else []
+            items = {"/api/v1/nodes": self.nodes, "/api/v1/namespaces": self.namespaces}.get(path, [])
             return Response(200, {"kind": "List", "metadata": {"resourceVersion": str(self._rv)}, "items": items})
         return Response(404, _status(404, f"the server could not find the requested resource ({path})"))
 
@@ -164,4 +165,19 @@ def node(name: str) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": {}},
         "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def namespace(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-ns-{name}",
+            "resourceVersion": "1",
+            "labels": {"kubernetes.io/metadata.name": name, **labels},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
     }

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from berth.cache.infos import PodInfo
+from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
@@ -222,3 +223,369 @@ def test_ignore_preferred_terms_of_existing_pods_skips_scoring() -> None:
     snap, handle = cluster([make_pod("e", node_name="n3", spec=affinity([term("zone", {"app": "web"})]))])
     plugin = InterPodAffinity(InterPodAffinityArgs(ignore_preferred_terms_of_existing_pods=True), handle)
     assert scores(plugin, make_pod("p", labels={"app": "web"}), snap) == {"n1": 0, "n2": 0, "n3": 0, "n4": 0}
+
+
+# ---------------------------------------------------------------- namespaceSelector
+#
+# kube-scheduler v1.34 interpodaffinity/filtering_test.go (TestRequiredAffinitySingleNode's
+# NamespaceSelector cases) and scoring_test.go (TestPreferredAffinity's and
+# TestPreferredAffinityWithHardPodAffinitySymmetricWeight's), with their namespaces:
+# the incoming pod's terms select namespaces by label at PreFilter / PreScore
+# (mergeAffinityTermNamespacesIfNotEmpty); existing pods' terms are matched
+# with the labels of the incoming pod's namespace (GetNamespaceLabelsSnapshot).
+
+TEAM1, TEAM2 = {"team": "team1"}, {"team": "team2"}
+NAMESPACES = {
+    "subteam1.team1": TEAM1,
+    "subteam2.team1": TEAM1,
+    "subteam1.team2": TEAM2,
+    "subteam2.team2": TEAM2,
+}
+IN_TEAM1 = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["team1"]}]}
+SECURITYSCAN = {"matchExpressions": [{"key": "service", "operator": "In", "values": ["securityscan", "value2"]}]}
+NODE1 = [make_node("node1", labels={"region": "r1", "zone": "z11"})]
+
+
+def ns_term(key: str, selector: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return {"topologyKey": key, "labelSelector": selector, **kw}
+
+
+def with_namespaces(
+    nodes: list[Any], pods: list[Any], namespaces: dict[str, dict[str, str]], *, indexed: bool = True
+) -> tuple[Any, Handle]:
+    """A snapshot and a Handle whose namespace lister knows ``namespaces``,
+    reported as an informer would (upstream's names hold dots, which the
+    embedded feed's validation refuses). Not ``indexed``: the snapshot is
+    another cluster's, so the plugin scans pods instead of using the index."""
+    c = Cluster(nodes, pods)
+    for name, ns_labels in namespaces.items():
+        c.berth.core.on_namespace(model.Namespace(metadata=model.ObjectMeta(name=name, labels=dict(ns_labels))))
+    return (c.snapshot if indexed else Cluster(nodes, pods).snapshot), c.handle()
+
+
+NS_FILTER_CASES: list[tuple[str, Any, list[Any], dict[str, str | None]]] = [
+    (
+        "affinity with NamespaceSelector",
+        make_pod(
+            "p", labels={"security": "S1"}, spec=affinity([ns_term("region", SECURITYSCAN, namespaceSelector=IN_TEAM1)])
+        ),
+        [make_pod("e", namespace="subteam1.team1", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": None},
+    ),
+    (
+        "affinity with non-matching NamespaceSelector",
+        make_pod(
+            "p", labels={"security": "S1"}, spec=affinity([ns_term("region", SECURITYSCAN, namespaceSelector=IN_TEAM1)])
+        ),
+        [make_pod("e", namespace="subteam1.team2", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": AFF},
+    ),
+    (
+        "anti-affinity with matching NamespaceSelector",
+        make_pod(
+            "p",
+            namespace="subteam1.team1",
+            labels={"security": "S1"},
+            spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+        ),
+        [make_pod("e", namespace="subteam2.team1", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": ANTI},
+    ),
+    (
+        "anti-affinity with matching all NamespaceSelector",
+        make_pod(
+            "p",
+            namespace="subteam1.team1",
+            labels={"security": "S1"},
+            spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector={})]),
+        ),
+        [make_pod("e", namespace="subteam2.team1", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": ANTI},
+    ),
+    (
+        "anti-affinity with non-matching NamespaceSelector",
+        make_pod(
+            "p",
+            namespace="subteam1.team1",
+            labels={"security": "S1"},
+            spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+        ),
+        [make_pod("e", namespace="subteam1.team2", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": None},
+    ),
+    # Berth's own: an existing pod's term with a namespaceSelector, against the
+    # labels of the incoming pod's namespace (satisfyExistingPodsAntiAffinity).
+    (
+        "existing pod's anti-affinity selects the incoming pod's namespace by label",
+        make_pod("p", namespace="subteam2.team1", labels={"service": "securityscan"}),
+        [
+            make_pod(
+                "e",
+                namespace="subteam1.team2",
+                node_name="node1",
+                spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+            )
+        ],
+        {"node1": EXISTING},
+    ),
+    (
+        "existing pod's anti-affinity does not select a namespace of another team",
+        make_pod("p", namespace="subteam2.team2", labels={"service": "securityscan"}),
+        [
+            make_pod(
+                "e",
+                namespace="subteam1.team1",
+                node_name="node1",
+                spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+            )
+        ],
+        {"node1": None},
+    ),
+    # A namespace Berth has not seen has no labels (GetNamespaceLabelsSnapshot
+    # logs and returns an empty set; nsLister.List never returns it).
+    (
+        "an unseen namespace's labels are empty: an existing pod's DoesNotExist selector selects it",
+        make_pod("p", namespace="ghost", labels={"service": "securityscan"}),
+        [
+            make_pod(
+                "e",
+                namespace="subteam1.team1",
+                node_name="node1",
+                spec=affinity(
+                    anti=[
+                        ns_term(
+                            "zone",
+                            SECURITYSCAN,
+                            namespaceSelector={"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]},
+                        )
+                    ]
+                ),
+            )
+        ],
+        {"node1": EXISTING},
+    ),
+    (
+        "an unseen namespace's labels are empty: an existing pod's In selector does not select it",
+        make_pod("p", namespace="ghost", labels={"service": "securityscan"}),
+        [
+            make_pod(
+                "e",
+                namespace="subteam1.team1",
+                node_name="node1",
+                spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+            )
+        ],
+        {"node1": None},
+    ),
+    (
+        "an unseen namespace is not selected by the incoming pod's term, even by its name",
+        make_pod(
+            "p",
+            spec=affinity(
+                [
+                    ns_term(
+                        "region",
+                        SECURITYSCAN,
+                        namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": "ghost"}},
+                    )
+                ]
+            ),
+        ),
+        [make_pod("e", namespace="ghost", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": AFF},
+    ),
+    (
+        "the incoming pod's NotIn selector selects only namespaces Berth knows",
+        make_pod(
+            "p",
+            spec=affinity(
+                anti=[
+                    ns_term(
+                        "zone",
+                        SECURITYSCAN,
+                        namespaceSelector={
+                            "matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["team1"]}]
+                        },
+                    )
+                ]
+            ),
+        ),
+        [make_pod("e", namespace="ghost", node_name="node1", labels={"service": "securityscan"})],
+        {"node1": None},
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "pod", "pods", "want"), NS_FILTER_CASES, ids=[c[0] for c in NS_FILTER_CASES])
+@pytest.mark.parametrize("indexed", [True, False], ids=["cache index", "scan"])
+def test_filter_with_namespace_selector(
+    case: str, pod: Any, pods: list[Any], want: dict[str, str | None], indexed: bool
+) -> None:
+    snap, handle = with_namespaces(NODE1, pods, NAMESPACES, indexed=indexed)
+    got = filter_statuses(InterPodAffinity(None, handle), pod, snap)
+    assert {n: (st.reasons[0] if st.reasons else None) for n, st in got.items()} == want
+    for st in got.values():
+        if st.reasons:
+            assert st.code == CODES[st.reasons[0]]
+
+
+def test_a_namespace_label_change_is_seen_by_the_next_cycle() -> None:
+    pod = make_pod("p", spec=affinity([ns_term("region", SECURITYSCAN, namespaceSelector=IN_TEAM1)]))
+    existing = make_pod("e", namespace="apps", node_name="node1", labels={"service": "securityscan"})
+    c = Cluster(NODE1, [existing])
+    core = c.berth.core
+    plugin = InterPodAffinity(None, c.handle())
+    assert c.handle().namespaces is core.namespaces, "plugins see the core's namespace store"
+    core.on_namespace(model.Namespace(metadata=model.ObjectMeta(name="apps", labels=TEAM2)))
+    assert c.filter(plugin, pod)["node1"].reasons == (AFF,)
+    core.on_namespace(model.Namespace(metadata=model.ObjectMeta(name="apps", labels=TEAM1)))
+    assert c.filter(plugin, pod)["node1"].ok
+    core.on_namespace_delete("apps")
+    assert c.filter(plugin, pod)["node1"].reasons == (AFF,)
+
+
+def test_preemption_extensions_use_the_incoming_pods_namespace_labels() -> None:
+    victim = make_pod(
+        "e",
+        namespace="subteam1.team2",
+        node_name="node1",
+        spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=IN_TEAM1)]),
+    )
+    snap, handle = with_namespaces(NODE1, [victim], NAMESPACES)
+    plugin = InterPodAffinity(None, handle)
+    pod = PodInfo.of(make_pod("p", namespace="subteam1.team1", labels={"service": "securityscan"}))
+    state = fw.CycleState()
+    plugin.pre_filter(state, pod, snap)
+    info = snap.infos[snap.index["node1"]]
+    assert info is not None
+    rows = snap.alive_rows()
+    assert plugin.filter(state, pod, snap, rows).ok.tolist() == [False]
+    plugin.remove_pod(state, pod, info.pods["uid-subteam1.team2-e"], info)
+    assert plugin.filter(state, pod, snap, rows).ok.tolist() == [True]
+    plugin.add_pod(state, pod, info.pods["uid-subteam1.team2-e"], info)
+    assert plugin.filter(state, pod, snap, rows).ok.tolist() == [False]
+
+
+CHINA, INDIA, AZ1 = {"region": "China"}, {"region": "India"}, {"az": "az1"}
+S1 = {"security": "S1"}
+S1_IN = {"matchExpressions": [{"key": "security", "operator": "In", "values": ["S1"]}]}
+NS_SELECTOR_PREF = (5, ns_term("region", S1_IN, namespaces=["subteam2.team2"], namespaceSelector=IN_TEAM1))
+HARD = affinity(
+    [
+        ns_term(
+            "region",
+            {"matchExpressions": [{"key": "service", "operator": "In", "values": ["S1"]}]},
+            namespaces=["default", "subteam2.team2"],
+            namespaceSelector=IN_TEAM1,
+        )
+    ]
+)
+TWO_NODES = [make_node("node1", labels=CHINA), make_node("node2", labels=INDIA)]
+THREE_NODES = [*TWO_NODES, make_node("node3", labels=AZ1)]
+
+
+def _s1(ns: str, node: str, i: int) -> Any:
+    return make_pod(f"e{i}", namespace=ns, node_name=node, labels=S1)
+
+
+NS_SCORE_CASES: list[tuple[str, Any, list[Any], list[Any], dict[str, int]]] = [
+    (
+        "Affinity with pods matching NamespaceSelector",
+        make_pod("p", namespace="subteam1.team1", labels=S1, spec=affinity(preferred=[NS_SELECTOR_PREF])),
+        [
+            _s1("subteam1.team1", "node1", 1),
+            _s1("subteam1.team1", "node1", 2),
+            _s1("subteam1.team2", "node1", 3),
+            _s1("subteam2.team1", "node2", 4),
+        ],
+        TWO_NODES,
+        {"node1": 100, "node2": 0},
+    ),
+    (
+        "Affinity with pods matching both NamespaceSelector and Namespaces fields",
+        make_pod("p", namespace="subteam1.team1", labels=S1, spec=affinity(preferred=[NS_SELECTOR_PREF])),
+        [
+            _s1("subteam1.team1", "node1", 1),
+            _s1("subteam1.team1", "node1", 2),
+            _s1("subteam2.team2", "node1", 3),
+            _s1("subteam2.team1", "node2", 4),
+        ],
+        TWO_NODES,
+        {"node1": 100, "node2": 0},
+    ),
+    (
+        "Anti-affinity with pods matching NamespaceSelector",
+        make_pod("p", namespace="subteam1.team1", labels=S1, spec=affinity(preferred_anti=[NS_SELECTOR_PREF])),
+        [
+            _s1("subteam1.team1", "node1", 1),
+            _s1("subteam1.team1", "node1", 2),
+            _s1("subteam1.team2", "node1", 3),
+            _s1("subteam2.team1", "node2", 4),
+        ],
+        TWO_NODES,
+        {"node1": 0, "node2": 100},
+    ),
+    (
+        "Anti-affinity with pods matching both NamespaceSelector and Namespaces fields",
+        make_pod("p", namespace="subteam1.team1", labels=S1, spec=affinity(preferred_anti=[NS_SELECTOR_PREF])),
+        [
+            _s1("subteam1.team1", "node1", 1),
+            _s1("subteam1.team1", "node1", 2),
+            _s1("subteam2.team2", "node1", 3),
+            _s1("subteam2.team1", "node2", 4),
+        ],
+        TWO_NODES,
+        {"node1": 0, "node2": 100},
+    ),
+    # TestPreferredAffinityWithHardPodAffinitySymmetricWeight: existing pods'
+    # required affinity, with a namespaceSelector, for the incoming pod.
+    (
+        "hard pod affinity of existing pods: with default weight",
+        make_pod("p", labels={"service": "S1"}),
+        [make_pod("e1", node_name="node1", spec=HARD), make_pod("e2", node_name="node2", spec=HARD)],
+        THREE_NODES,
+        {"node1": 100, "node2": 100, "node3": 0},
+    ),
+    (
+        "hard pod affinity of existing pods: with no matching namespace",
+        make_pod("p", namespace="subteam1.team2", labels={"service": "S1"}),
+        [make_pod("e1", node_name="node1", spec=HARD), make_pod("e2", node_name="node2", spec=HARD)],
+        THREE_NODES,
+        {"node1": 0, "node2": 0, "node3": 0},
+    ),
+    (
+        "hard pod affinity of existing pods: with matching NamespaceSelector",
+        make_pod("p", namespace="subteam1.team1", labels={"service": "S1"}),
+        [make_pod("e1", node_name="node1", spec=HARD), make_pod("e2", node_name="node2", spec=HARD)],
+        THREE_NODES,
+        {"node1": 100, "node2": 100, "node3": 0},
+    ),
+    (
+        "hard pod affinity of existing pods: with matching Namespaces",
+        make_pod("p", namespace="subteam2.team2", labels={"service": "S1"}),
+        [make_pod("e1", node_name="node1", spec=HARD), make_pod("e2", node_name="node2", spec=HARD)],
+        THREE_NODES,
+        {"node1": 100, "node2": 100, "node3": 0},
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "pod", "pods", "nodes", "want"), NS_SCORE_CASES, ids=[c[0] for c in NS_SCORE_CASES])
+@pytest.mark.parametrize("indexed", [True, False], ids=["cache index", "scan"])
+def test_score_with_namespace_selector(
+    case: str, pod: Any, pods: list[Any], nodes: list[Any], want: dict[str, int], indexed: bool
+) -> None:
+    snap, handle = with_namespaces(nodes, pods, NAMESPACES, indexed=indexed)
+    assert scores(InterPodAffinity(None, handle), pod, snap) == want
+
+
+def test_pre_score_skips_when_existing_terms_select_no_namespace_of_the_pod() -> None:
+    # "with no matching namespace": PreScore finds nothing to count (Skip).
+    snap, handle = with_namespaces(
+        THREE_NODES,
+        [make_pod("e1", node_name="node1", spec=HARD)],
+        NAMESPACES,
+    )
+    pod = PodInfo.of(make_pod("p", namespace="subteam1.team2", labels={"service": "S1"}))
+    status = InterPodAffinity(None, handle).pre_score(fw.CycleState(), pod, snap, snap.alive_rows())
+    assert status.code == fw.Code.SKIP

@@ -30,6 +30,7 @@ from berth.scheduling.loop import QueueState
 __all__ = [
     "decision_to_pb",
     "explanation_to_pb",
+    "namespace_from_pb",
     "node_from_pb",
     "node_summaries_to_pb",
     "node_to_pb",
@@ -512,6 +513,13 @@ def pdb_from_pb(b: pb.PodDisruptionBudget, path: str = "") -> model.PodDisruptio
             spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
             status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
         )
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
+
+
+def namespace_from_pb(n: cpb.Namespace, path: str = "") -> model.Namespace:
+    try:
+        return model.Namespace(metadata=_meta_from_pb(n.metadata))
     except errors.InvalidArgument as e:
         raise _under(path, e) from None
 

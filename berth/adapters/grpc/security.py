@@ -54,6 +54,8 @@ MUTATING_METHODS = frozenset(
         "/berth.v1.Cluster/DeletePods",
         "/berth.v1.Cluster/UpsertPodGroups",
         "/berth.v1.Cluster/UpsertPodDisruptionBudgets",
+        "/berth.v1.Cluster/UpsertNamespaces",
+        "/berth.v1.Cluster/DeleteNamespaces",
         "/berth.v1.Scheduler/Submit",
         "/berth.v1.Scheduler/Cancel",
         "/berth.v1.Scheduler/Bind",

@@ -168,6 +168,17 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
         budgets = [convert.pdb_from_pb(b, f"budgets[{i}]") for i, b in enumerate(request.budgets)]
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pdbs(budgets))
 
+    async def UpsertNamespaces(
+        self, request: cluster_pb2.UpsertNamespacesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        namespaces = [convert.namespace_from_pb(n, f"namespaces[{i}]") for i, n in enumerate(request.namespaces)]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_namespaces(namespaces))
+
+    async def DeleteNamespaces(
+        self, request: cluster_pb2.DeleteNamespacesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_namespaces(request.names))
+
     async def ListNodes(self, request: cluster_pb2.ListNodesRequest, context: Any) -> cluster_pb2.ListNodesResponse:
         return convert.node_summaries_to_pb(explain.list_nodes(self.core))
 

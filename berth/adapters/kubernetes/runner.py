@@ -131,6 +131,18 @@ class KubernetesRunner:
         policy = client.PolicyV1Api(self.api)
         core = self.core
         self.informers = [
+            # Namespaces first: pod affinity's namespaceSelector selects by their
+            # labels (kube-scheduler's InterPodAffinity reads its namespace lister).
+            Informer(
+                "namespaces",
+                core_v1.list_namespace,
+                model.Namespace,
+                Handlers(
+                    on_add=core.on_namespace,
+                    on_update=lambda old, new: core.on_namespace(new),
+                    on_delete=lambda n: core.on_namespace_delete(n.metadata.name),
+                ),
+            ),
             Informer("nodes", core_v1.list_node, model.Node, self._node_handlers()),
             Informer(
                 "pods",
@@ -171,7 +183,12 @@ class KubernetesRunner:
         for inf in self.informers:
             self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{inf.name}"))
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
-        log.info("caches synced: %d nodes, %d pods", core.cache.node_count, len(core.pods))
+        log.info(
+            "caches synced: %d namespaces, %d nodes, %d pods",
+            len(core.namespaces),
+            core.cache.node_count,
+            len(core.pods),
+        )
 
     # ------------------------------------------------------------ leadership
 

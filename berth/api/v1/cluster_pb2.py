@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from berth.api.v1 import model_pb2 as berth_dot_v1_dot_model__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x62\x65rth/v1/cluster.proto\x12\x08\x62\x65rth.v1\x1a\x14\x62\x65rth/v1/model.proto\"3\n\x12UpsertNodesRequest\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.berth.v1.Node\"0\n\x11UpsertPodsRequest\x12\x1b\n\x04pods\x18\x01 \x03(\x0b\x32\r.berth.v1.Pod\"<\n\x16UpsertPodGroupsRequest\x12\"\n\x06groups\x18\x01 \x03(\x0b\x32\x12.berth.v1.PodGroup\"S\n!UpsertPodDisruptionBudgetsRequest\x12.\n\x07\x62udgets\x18\x01 \x03(\x0b\x32\x1d.berth.v1.PodDisruptionBudget\"\"\n\x0eUpsertResponse\x12\x10\n\x08upserted\x18\x01 \x01(\x05\"#\n\x12\x44\x65leteNodesRequest\x12\r\n\x05names\x18\x01 \x03(\t\")\n\x06PodRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x11\x44\x65letePodsRequest\x12\x1e\n\x04pods\x18\x01 \x03(\x0b\x32\x10.berth.v1.PodRef\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"\x12\n\x10ListNodesRequest\"\x9f\x03\n\x0bNodeSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12;\n\x0b\x61llocatable\x18\x02 \x03(\x0b\x32&.berth.v1.NodeSummary.AllocatableEntry\x12\x37\n\trequested\x18\x03 \x03(\x0b\x32$.berth.v1.NodeSummary.RequestedEntry\x12\x0c\n\x04pods\x18\x04 \x01(\x05\x12\x31\n\x06labels\x18\x05 \x03(\x0b\x32!.berth.v1.NodeSummary.LabelsEntry\x12\x15\n\runschedulable\x18\x06 \x01(\x08\x12\x1f\n\x06taints\x18\x07 \x03(\x0b\x32\x0f.berth.v1.Taint\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0eRequestedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.berth.v1.NodeSummary2\x9b\x04\n\x07\x43luster\x12\x45\n\x0bUpsertNodes\x12\x1c.berth.v1.UpsertNodesRequest\x1a\x18.berth.v1.UpsertResponse\x12\x45\n\x0b\x44\x65leteNodes\x12\x1c.berth.v1.DeleteNodesRequest\x1a\x18.berth.v1.DeleteResponse\x12\x43\n\nUpsertPods\x12\x1b.berth.v1.UpsertPodsRequest\x1a\x18.berth.v1.UpsertResponse\x12\x43\n\nDeletePods\x12\x1b.berth.v1.DeletePodsRequest\x1a\x18.berth.v1.DeleteResponse\x12M\n\x0fUpsertPodGroups\x12 .berth.v1.UpsertPodGroupsRequest\x1a\x18.berth.v1.UpsertResponse\x12\x63\n\x1aUpsertPodDisruptionBudgets\x12+.berth.v1.UpsertPodDisruptionBudgetsRequest\x1a\x18.berth.v1.UpsertResponse\x12\x44\n\tListNodes\x12\x1a.berth.v1.ListNodesRequest\x1a\x1b.berth.v1.ListNodesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x62\x65rth/v1/cluster.proto\x12\x08\x62\x65rth.v1\x1a\x14\x62\x65rth/v1/model.proto\"3\n\x12UpsertNodesRequest\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.berth.v1.Node\"0\n\x11UpsertPodsRequest\x12\x1b\n\x04pods\x18\x01 \x03(\x0b\x32\r.berth.v1.Pod\"<\n\x16UpsertPodGroupsRequest\x12\"\n\x06groups\x18\x01 \x03(\x0b\x32\x12.berth.v1.PodGroup\"S\n!UpsertPodDisruptionBudgetsRequest\x12.\n\x07\x62udgets\x18\x01 \x03(\x0b\x32\x1d.berth.v1.PodDisruptionBudget\"3\n\tNamespace\x12&\n\x08metadata\x18\x01 \x01(\x0b\x32\x14.berth.v1.ObjectMeta\"B\n\x17UpsertNamespacesRequest\x12\'\n\nnamespaces\x18\x01 \x03(\x0b\x32\x13.berth.v1.Namespace\"(\n\x17\x44\x65leteNamespacesRequest\x12\r\n\x05names\x18\x01 \x03(\t\"\"\n\x0eUpsertResponse\x12\x10\n\x08upserted\x18\x01 \x01(\x05\"#\n\x12\x44\x65leteNodesRequest\x12\r\n\x05names\x18\x01 \x03(\t\")\n\x06PodRef\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x11\x44\x65letePodsRequest\x12\x1e\n\x04pods\x18\x01 \x03(\x0b\x32\x10.berth.v1.PodRef\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"\x12\n\x10ListNodesRequest\"\x9f\x03\n\x0bNodeSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12;\n\x0b\x61llocatable\x18\x02 \x03(\x0b\x32&.berth.v1.NodeSummary.AllocatableEntry\x12\x37\n\trequested\x18\x03 \x03(\x0b\x32$.berth.v1.NodeSummary.RequestedEntry\x12\x0c\n\x04pods\x18\x04 \x01(\x05\x12\x31\n\x06labels\x18\x05 \x03(\x0b\x32!.berth.v1.NodeSummary.LabelsEntry\x12\x15\n\runschedulable\x18\x06 \x01(\x08\x12\x1f\n\x06taints\x18\x07 \x03(\x0b\x32\x0f.berth.v1.Taint\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x30\n\x0eRequestedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.berth.v1.NodeSummary2\xbd\x05\n\x07\x43luster\x12\x45\n\x0bUpsertNodes\x12\x1c.berth.v1.UpsertNodesRequest\x1a\x18.berth.v1.UpsertResponse\x12\x45\n\x0b\x44\x65leteNodes\x12\x1c.berth.v1.DeleteNodesRequest\x1a\x18.berth.v1.DeleteResponse\x12\x43\n\nUpsertPods\x12\x1b.berth.v1.UpsertPodsRequest\x1a\x18.berth.v1.UpsertResponse\x12\x43\n\nDeletePods\x12\x1b.berth.v1.DeletePodsRequest\x1a\x18.berth.v1.DeleteResponse\x12M\n\x0fUpsertPodGroups\x12 .berth.v1.UpsertPodGroupsRequest\x1a\x18.berth.v1.UpsertResponse\x12\x63\n\x1aUpsertPodDisruptionBudgets\x12+.berth.v1.UpsertPodDisruptionBudgetsRequest\x1a\x18.berth.v1.UpsertResponse\x12O\n\x10UpsertNamespaces\x12!.berth.v1.UpsertNamespacesRequest\x1a\x18.berth.v1.UpsertResponse\x12O\n\x10\x44\x65leteNamespaces\x12!.berth.v1.DeleteNamespacesRequest\x1a\x18.berth.v1.DeleteResponse\x12\x44\n\tListNodes\x12\x1a.berth.v1.ListNodesRequest\x1a\x1b.berth.v1.ListNodesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,28 +46,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPSERTPODGROUPSREQUEST']._serialized_end=221
   _globals['_UPSERTPODDISRUPTIONBUDGETSREQUEST']._serialized_start=223
   _globals['_UPSERTPODDISRUPTIONBUDGETSREQUEST']._serialized_end=306
-  _globals['_UPSERTRESPONSE']._serialized_start=308
-  _globals['_UPSERTRESPONSE']._serialized_end=342
-  _globals['_DELETENODESREQUEST']._serialized_start=344
-  _globals['_DELETENODESREQUEST']._serialized_end=379
-  _globals['_PODREF']._serialized_start=381
-  _globals['_PODREF']._serialized_end=422
-  _globals['_DELETEPODSREQUEST']._serialized_start=424
-  _globals['_DELETEPODSREQUEST']._serialized_end=475
-  _globals['_DELETERESPONSE']._serialized_start=477
-  _globals['_DELETERESPONSE']._serialized_end=510
-  _globals['_LISTNODESREQUEST']._serialized_start=512
-  _globals['_LISTNODESREQUEST']._serialized_end=530
-  _globals['_NODESUMMARY']._serialized_start=533
-  _globals['_NODESUMMARY']._serialized_end=948
-  _globals['_NODESUMMARY_ALLOCATABLEENTRY']._serialized_start=801
-  _globals['_NODESUMMARY_ALLOCATABLEENTRY']._serialized_end=851
-  _globals['_NODESUMMARY_REQUESTEDENTRY']._serialized_start=853
-  _globals['_NODESUMMARY_REQUESTEDENTRY']._serialized_end=901
-  _globals['_NODESUMMARY_LABELSENTRY']._serialized_start=903
-  _globals['_NODESUMMARY_LABELSENTRY']._serialized_end=948
-  _globals['_LISTNODESRESPONSE']._serialized_start=950
-  _globals['_LISTNODESRESPONSE']._serialized_end=1007
-  _globals['_CLUSTER']._serialized_start=1010
-  _globals['_CLUSTER']._serialized_end=1549
+  _globals['_NAMESPACE']._serialized_start=308
+  _globals['_NAMESPACE']._serialized_end=359
+  _globals['_UPSERTNAMESPACESREQUEST']._serialized_start=361
+  _globals['_UPSERTNAMESPACESREQUEST']._serialized_end=427
+  _globals['_DELETENAMESPACESREQUEST']._serialized_start=429
+  _globals['_DELETENAMESPACESREQUEST']._serialized_end=469
+  _globals['_UPSERTRESPONSE']._serialized_start=471
+  _globals['_UPSERTRESPONSE']._serialized_end=505
+  _globals['_DELETENODESREQUEST']._serialized_start=507
+  _globals['_DELETENODESREQUEST']._serialized_end=542
+  _globals['_PODREF']._serialized_start=544
+  _globals['_PODREF']._serialized_end=585
+  _globals['_DELETEPODSREQUEST']._serialized_start=587
+  _globals['_DELETEPODSREQUEST']._serialized_end=638
+  _globals['_DELETERESPONSE']._serialized_start=640
+  _globals['_DELETERESPONSE']._serialized_end=673
+  _globals['_LISTNODESREQUEST']._serialized_start=675
+  _globals['_LISTNODESREQUEST']._serialized_end=693
+  _globals['_NODESUMMARY']._serialized_start=696
+  _globals['_NODESUMMARY']._serialized_end=1111
+  _globals['_NODESUMMARY_ALLOCATABLEENTRY']._serialized_start=964
+  _globals['_NODESUMMARY_ALLOCATABLEENTRY']._serialized_end=1014
+  _globals['_NODESUMMARY_REQUESTEDENTRY']._serialized_start=1016
+  _globals['_NODESUMMARY_REQUESTEDENTRY']._serialized_end=1064
+  _globals['_NODESUMMARY_LABELSENTRY']._serialized_start=1066
+  _globals['_NODESUMMARY_LABELSENTRY']._serialized_end=1111
+  _globals['_LISTNODESRESPONSE']._serialized_start=1113
+  _globals['_LISTNODESRESPONSE']._serialized_end=1170
+  _globals['_CLUSTER']._serialized_start=1173
+  _globals['_CLUSTER']._serialized_end=1874
 # @@protoc_insertion_point(module_scope)

@@ -105,6 +105,68 @@ class UpsertPodDisruptionBudgetsRequest(_message.Message):
 Global___UpsertPodDisruptionBudgetsRequest: _TypeAlias = UpsertPodDisruptionBudgetsRequest  # noqa: Y015
 
 @_typing.final
+class Namespace(_message.Message):
+    """A core/v1 Namespace: only its name and labels matter to scheduling."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> _model_pb2.ObjectMeta: ...
+    def __init__(
+        self,
+        *,
+        metadata: _model_pb2.ObjectMeta | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Namespace: _TypeAlias = Namespace  # noqa: Y015
+
+@_typing.final
+class UpsertNamespacesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def namespaces(self) -> _containers.RepeatedCompositeFieldContainer[Global___Namespace]: ...
+    def __init__(
+        self,
+        *,
+        namespaces: _abc.Iterable[Global___Namespace] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespaces", b"namespaces"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertNamespacesRequest: _TypeAlias = UpsertNamespacesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteNamespacesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteNamespacesRequest: _TypeAlias = DeleteNamespacesRequest  # noqa: Y015
+
+@_typing.final
 class UpsertResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

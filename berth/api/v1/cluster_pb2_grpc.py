@@ -64,6 +64,16 @@ class ClusterStub:
                 request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertPodDisruptionBudgetsRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
                 _registered_method=True)
+        self.UpsertNamespaces = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertNamespaces',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertNamespacesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteNamespaces = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteNamespaces',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/berth.v1.Cluster/ListNodes',
                 request_serializer=berth_dot_v1_dot_cluster__pb2.ListNodesRequest.SerializeToString,
@@ -112,6 +122,23 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpsertNamespaces(self, request, context):
+        """Namespaces and their labels: the namespaceSelector of pod (anti-)affinity
+        terms selects by them (a namespace never upserted has no labels, as in
+        kube-scheduler before its informer sees it). Each gets the label
+        kubernetes.io/metadata.name=<name>, as the API server sets it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteNamespaces(self, request, context):
+        """Unknown names are skipped; pods of a deleted namespace stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -150,6 +177,16 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.UpsertPodDisruptionBudgets,
                     request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertPodDisruptionBudgetsRequest.FromString,
                     response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'UpsertNamespaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertNamespaces,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertNamespacesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteNamespaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteNamespaces,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
@@ -319,6 +356,60 @@ class Cluster:
             '/berth.v1.Cluster/UpsertPodDisruptionBudgets',
             berth_dot_v1_dot_cluster__pb2.UpsertPodDisruptionBudgetsRequest.SerializeToString,
             berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertNamespaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertNamespaces',
+            berth_dot_v1_dot_cluster__pb2.UpsertNamespacesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteNamespaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteNamespaces',
+            berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,

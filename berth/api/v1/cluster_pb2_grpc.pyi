@@ -45,6 +45,14 @@ class ClusterStub:
     DeletePods: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeletePodsRequest, _cluster_pb2.DeleteResponse]
     UpsertPodGroups: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPodGroupsRequest, _cluster_pb2.UpsertResponse]
     UpsertPodDisruptionBudgets: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPodDisruptionBudgetsRequest, _cluster_pb2.UpsertResponse]
+    UpsertNamespaces: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertNamespacesRequest, _cluster_pb2.UpsertResponse]
+    """Namespaces and their labels: the namespaceSelector of pod (anti-)affinity
+    terms selects by them (a namespace never upserted has no labels, as in
+    kube-scheduler before its informer sees it). Each gets the label
+    kubernetes.io/metadata.name=<name>, as the API server sets it.
+    """
+    DeleteNamespaces: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteNamespacesRequest, _cluster_pb2.DeleteResponse]
+    """Unknown names are skipped; pods of a deleted namespace stay."""
     ListNodes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.ListNodesRequest, _cluster_pb2.ListNodesResponse]
 
 @_typing.type_check_only
@@ -59,6 +67,14 @@ class ClusterAsyncStub(ClusterStub):
     DeletePods: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeletePodsRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
     UpsertPodGroups: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPodGroupsRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
     UpsertPodDisruptionBudgets: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPodDisruptionBudgetsRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    UpsertNamespaces: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertNamespacesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    """Namespaces and their labels: the namespaceSelector of pod (anti-)affinity
+    terms selects by them (a namespace never upserted has no labels, as in
+    kube-scheduler before its informer sees it). Each gets the label
+    kubernetes.io/metadata.name=<name>, as the API server sets it.
+    """
+    DeleteNamespaces: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteNamespacesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    """Unknown names are skipped; pods of a deleted namespace stay."""
     ListNodes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.ListNodesRequest, _cluster_pb2.ListNodesResponse]  # type: ignore[assignment]
 
 class ClusterServicer(metaclass=_abc_1.ABCMeta):
@@ -106,6 +122,26 @@ class ClusterServicer(metaclass=_abc_1.ABCMeta):
         request: _cluster_pb2.UpsertPodDisruptionBudgetsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertNamespaces(
+        self,
+        request: _cluster_pb2.UpsertNamespacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]:
+        """Namespaces and their labels: the namespaceSelector of pod (anti-)affinity
+        terms selects by them (a namespace never upserted has no labels, as in
+        kube-scheduler before its informer sees it). Each gets the label
+        kubernetes.io/metadata.name=<name>, as the API server sets it.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteNamespaces(
+        self,
+        request: _cluster_pb2.DeleteNamespacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]:
+        """Unknown names are skipped; pods of a deleted namespace stay."""
 
     @_abc_1.abstractmethod
     def ListNodes(

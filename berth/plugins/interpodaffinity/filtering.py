@@ -12,13 +12,16 @@ own terms passes when no pod anywhere matches), ``node(s) didn't match pod
 anti-affinity rules`` and ``node(s) didn't satisfy existing pods
 anti-affinity rules`` (both Unschedulable: preemption can remove the
 offending pods). PreFilterExtensions add/remove a pod's contribution
-(preemption).
+(preemption). The incoming pod's terms are merged with the namespaces their
+``namespaceSelector`` selects, and existing pods' terms judged with the
+labels of the incoming pod's namespace (see
+:mod:`~berth.plugins.interpodaffinity.terms`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +32,7 @@ from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.plugins.helpers import DomainCounts
-from berth.plugins.interpodaffinity.terms import AffinityPods, Term, Terms, terms_of
+from berth.plugins.interpodaffinity.terms import NO_LABELS, AffinityPods, Term, Terms, terms_of
 
 if TYPE_CHECKING:
     from berth.cache.cache import Cache
@@ -91,7 +94,10 @@ class _AntiTermIndex:
 
 @dataclasses.dataclass(slots=True)
 class _PreFilterState:
+    #: The incoming pod's terms, required ones merged (Term.merged).
     terms: Terms
+    #: The labels of the incoming pod's namespace, for existing pods' terms.
+    ns_labels: Mapping[str, str]
     # Per topology key: pods per domain.
     existing_anti: dict[str, DomainCounts]
     affinity: dict[str, DomainCounts]
@@ -119,7 +125,8 @@ class Filtering(AffinityPods):
         return self._anti_index
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
-        terms = terms_of(pod)
+        terms = terms_of(pod).merged(self._namespaces(), required=True, preferred=False)
+        ns_labels = self._ns_labels(pod)
         size = nodes.size
         per_row: dict[str, dict[str, IntArray]] = {"existing": {}, "affinity": {}, "anti": {}}
 
@@ -132,14 +139,14 @@ class Filtering(AffinityPods):
         index = self._anti_terms(nodes)
         if index is not None:
             for g in index.groups.values():
-                if g.term.matches(pod):
+                if g.term.matches(pod, ns_labels):
                     rows = np.fromiter(g.rows.keys(), dtype=np.int64, count=len(g.rows))
                     weights = np.fromiter(g.rows.values(), dtype=np.int64, count=len(g.rows))
                     np.add.at(rows_of("existing", g.term.topology_key), rows, weights)
         else:
             for other, row in self._pods_with(nodes, "anti"):
                 for t in terms_of(other).required_anti_affinity:
-                    if t.matches(pod):
+                    if t.matches(pod, ns_labels):
                         rows_of("existing", t.topology_key)[row] += 1
         if terms.required_affinity:
             matched = self._matching_rows(nodes, terms.required_affinity, size)
@@ -153,10 +160,10 @@ class Filtering(AffinityPods):
             kind: {key: DomainCounts.of_rows(nodes, key, arr) for key, arr in by_key.items()}
             for kind, by_key in per_row.items()
         }
-        self_match = all(t.matches(pod) for t in terms.required_affinity)
+        self_match = all(t.matches(pod, NO_LABELS) for t in terms.required_affinity)
         state.write(
             PRE_FILTER_KEY,
-            _PreFilterState(terms, counts["existing"], counts["affinity"], counts["anti"], self_match),
+            _PreFilterState(terms, ns_labels, counts["existing"], counts["affinity"], counts["anti"], self_match),
         )
         return fw.PreFilterResult()
 
@@ -170,7 +177,9 @@ class Filtering(AffinityPods):
             fast = podindex.selector_row_counts(cache, nodes, first.candidate_namespaces(), first.selector)
             if fast is not None:
                 return fast
-        rows = [row for other, row in self._matching(nodes, first) if all(t.matches(other) for t in terms[1:])]
+        rows = [
+            row for other, row in self._matching(nodes, first) if all(t.matches(other, NO_LABELS) for t in terms[1:])
+        ]
         return np.bincount(np.asarray(rows, dtype=np.int64), minlength=size)[:size].astype(np.int64)
 
     def filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.NodeVerdicts:
@@ -225,13 +234,13 @@ class Filtering(AffinityPods):
                 counts.setdefault(key, DomainCounts.empty()).add(node_labels[key], delta)
 
         for t in terms_of(other).required_anti_affinity:
-            if t.matches(pod):
+            if t.matches(pod, s.ns_labels):
                 bump(s.existing_anti, t.topology_key)
-        if s.terms.required_affinity and all(t.matches(other) for t in s.terms.required_affinity):
+        if s.terms.required_affinity and all(t.matches(other, NO_LABELS) for t in s.terms.required_affinity):
             for t in s.terms.required_affinity:
                 bump(s.affinity, t.topology_key)
         for t in s.terms.required_anti_affinity:
-            if t.matches(other):
+            if t.matches(other, NO_LABELS):
                 bump(s.anti, t.topology_key)
 
     def add_pod(self, state: fw.CycleState, pod: PodInfo, added: PodInfo, node: NodeInfo) -> None:

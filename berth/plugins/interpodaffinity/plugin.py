@@ -59,6 +59,10 @@ class InterPodAffinity(Filtering, Scoring):
         ]
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
+        # No Namespace event, as upstream (plugin.go's EventsToRegister: Pod
+        # and Node only): a pod rejected over its namespace's labels is retried
+        # when a pod or node event brings it back, or after
+        # podMaxInUnschedulablePodsDuration (the queue's flush).
         return (
             fw.ClusterEvent("AssignedPod", fw.ActionType.ALL),
             fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL),

@@ -6,8 +6,11 @@ sums per (topologyKey, value): +weight for each existing pod matching a
 preferred affinity term of the incoming pod, -weight for anti-affinity; and
 the existing pods' own terms the incoming pod matches (required affinity x
 ``hardPodAffinityWeight``, preferred ± weight) unless
-``ignorePreferredTermsOfExistingPods``. Score adds up a node's domains;
-NormalizeScore: min-max to 0..100.
+``ignorePreferredTermsOfExistingPods``. The incoming pod's preferred terms
+are merged with the namespaces their ``namespaceSelector`` selects; existing
+pods' terms are judged with the labels of the incoming pod's namespace
+(``processExistingPod``). Score adds up a node's domains; NormalizeScore:
+min-max to 0..100.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class Scoring(AffinityPods):
         has_constraints = terms.has_preferred
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return fw.Status.skip()
+        terms = terms.merged(self._namespaces(), required=False, preferred=True)
+        ns_labels = self._ns_labels(pod)
         scores: dict[str, dict[str, int]] = {}
 
         def add(key: str, row: int, amount: int) -> None:
@@ -81,13 +86,13 @@ class Scoring(AffinityPods):
                 ot = terms_of(other)
                 if hard > 0:
                     for t in ot.required_affinity:
-                        if t.matches(pod):
+                        if t.matches(pod, ns_labels):
                             add(t.topology_key, row, hard)
                 for t in ot.preferred_affinity:
-                    if t.matches(pod):
+                    if t.matches(pod, ns_labels):
                         add(t.topology_key, row, t.weight)
                 for t in ot.preferred_anti_affinity:
-                    if t.matches(pod):
+                    if t.matches(pod, ns_labels):
                         add(t.topology_key, row, -t.weight)
         if not scores:
             return fw.Status.skip()

@@ -3,11 +3,25 @@
 Mirrors kube-scheduler v1.34's ``framework.AffinityTerm`` and the terms
 ``PodInfo`` parses (``pkg/scheduler/framework/types.go``): a term matches a
 pod when the pod's namespace is among the term's (``namespaces``; none and no
-``namespaceSelector`` means the term owner's own) or its namespace labels
-match ``namespaceSelector`` (Berth knows only the
-``kubernetes.io/metadata.name`` label every namespace carries), and its
-labels match the term's selector (``matchLabelKeys`` / ``mismatchLabelKeys``
-merged in as In / NotIn of the owner's values). :class:`AffinityPods` finds,
+``namespaceSelector`` means the term owner's own) or the labels of the pod's
+namespace match ``namespaceSelector`` (``AffinityTerm.Matches(pod,
+nsLabels)``), and its labels match the term's selector (``matchLabelKeys`` /
+``mismatchLabelKeys`` merged in as In / NotIn of the owner's values).
+
+Namespace labels come from the namespace lister (the Handle's
+``namespaces``), used the two ways ``plugin.go`` uses it:
+
+- the incoming pod's terms are :meth:`Term.merged` at PreFilter / PreScore
+  (``mergeAffinityTermNamespacesIfNotEmpty``): a non-empty
+  ``namespaceSelector`` becomes the names of the namespaces it selects now,
+  so existing pods are matched by namespace name alone (a namespace Berth
+  has not seen is not selected); an empty one selects every namespace;
+- existing pods' terms are matched against the incoming pod with the labels
+  of the incoming pod's namespace (``GetNamespaceLabelsSnapshot``: none for a
+  namespace Berth has not seen, so only a selector that matches an empty
+  label set — empty, ``NotIn``, ``DoesNotExist`` — selects it).
+
+:class:`AffinityPods` finds,
 for filtering and scoring alike, the pods to test through the cache's pod
 index (:mod:`berth.cache.podindex`), as ``plugin.go``'s ``sharedLister`` does.
 """
@@ -16,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -24,10 +38,14 @@ from berth.cache import podindex
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import labels, model
-from berth.framework.handle import Handle
+from berth.framework.handle import Handle, NamespaceLister
 from berth.plugins.helpers import clamp_int32
 
-__all__ = ["AffinityPods", "Term", "Terms", "terms_of"]
+__all__ = ["NO_LABELS", "AffinityPods", "Term", "Terms", "terms_of"]
+
+#: The namespace labels to match a merged term with (upstream passes nil):
+#: its namespaces are names, or it selects every namespace.
+NO_LABELS: Mapping[str, str] = {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,17 +60,38 @@ class Term:
     #: Equal for terms that match the same pods the same way (weight aside).
     sig: bytes = b""
 
-    def matches(self, pod: PodInfo) -> bool:
-        ns = pod.namespace
-        in_ns = ns in self.namespaces or (
-            self.namespace_selector is not None
-            and labels.match_label_selector(self.namespace_selector, {podindex.NAMESPACE_NAME_LABEL: ns})
+    def matches(self, pod: PodInfo, ns_labels: Mapping[str, str]) -> bool:
+        """AffinityTerm.Matches: ``ns_labels`` are the labels of ``pod``'s namespace."""
+        in_ns = pod.namespace in self.namespaces or (
+            self.namespace_selector is not None and labels.match_label_selector(self.namespace_selector, ns_labels)
         )
         return in_ns and labels.match_label_selector(self.selector, pod.labels)
 
+    def merged(self, namespaces: NamespaceLister | None) -> Term:
+        """mergeAffinityTermNamespacesIfNotEmpty: a non-empty namespaceSelector
+        unrolled into the namespaces it selects now (then matched by name,
+        with :data:`NO_LABELS`); an empty one (every namespace) kept."""
+        sel = self.namespace_selector
+        if sel is None or (not sel.match_labels and not sel.match_expressions):
+            return self
+        selected = frozenset(namespaces.selected(sel)) if namespaces is not None else frozenset()
+        names = self.namespaces | selected
+        return dataclasses.replace(
+            self, namespaces=names, namespace_selector=None, sig=_sig(names, None, self.selector, self.topology_key)
+        )
+
     def candidate_namespaces(self) -> list[str] | None:
-        """Namespaces to search, None for all (a namespaceSelector is set)."""
+        """Namespaces to search, None for all (an empty namespaceSelector, once :meth:`merged`)."""
         return None if self.namespace_selector is not None else sorted(self.namespaces)
+
+
+def _sig(
+    namespaces: frozenset[str],
+    namespace_selector: model.LabelSelector | None,
+    selector: model.LabelSelector | None,
+    topology_key: str,
+) -> bytes:
+    return msgspec.json.encode((sorted(namespaces), namespace_selector, selector, topology_key))
 
 
 def _term(owner: model.Pod, t: model.PodAffinityTerm, weight: int = 0) -> Term:
@@ -74,7 +113,7 @@ def _term(owner: model.Pod, t: model.PodAffinityTerm, weight: int = 0) -> Term:
     namespaces = frozenset(t.namespaces)
     if not namespaces and t.namespace_selector is None:
         namespaces = frozenset((owner.metadata.namespace or "default",))
-    sig = msgspec.json.encode((sorted(namespaces), t.namespace_selector, sel, t.topology_key))
+    sig = _sig(namespaces, t.namespace_selector, sel, t.topology_key)
     # WeightedPodAffinityTerm.Weight is an int32 (helpers.clamp_int32).
     return Term(namespaces, t.namespace_selector, sel, t.topology_key, clamp_int32(weight), sig)
 
@@ -89,6 +128,20 @@ class Terms:
     @property
     def has_preferred(self) -> bool:
         return bool(self.preferred_affinity or self.preferred_anti_affinity)
+
+    def merged(self, namespaces: NamespaceLister | None, *, required: bool, preferred: bool) -> Terms:
+        """These terms with the ``required`` (PreFilter) or ``preferred``
+        (PreScore) ones :meth:`Term.merged`, as upstream merges each extension point's own."""
+
+        def each(ts: tuple[Term, ...], on: bool) -> tuple[Term, ...]:
+            return tuple(t.merged(namespaces) for t in ts) if on else ts
+
+        return Terms(
+            each(self.required_affinity, required),
+            each(self.required_anti_affinity, required),
+            each(self.preferred_affinity, preferred),
+            each(self.preferred_anti_affinity, preferred),
+        )
 
 
 _NO_TERMS = Terms((), (), (), ())
@@ -150,14 +203,18 @@ class AffinityPods:
             if test(pi.pod):
                 yield pi, row
 
+    def _namespaces(self) -> NamespaceLister | None:
+        return self.handle.namespaces if self.handle is not None else None
+
+    def _ns_labels(self, pod: PodInfo) -> Mapping[str, str]:
+        """GetNamespaceLabelsSnapshot: the labels of ``pod``'s namespace, none when unknown."""
+        lister = self._namespaces()
+        return lister.labels_of(pod.namespace) if lister is not None else NO_LABELS
+
     def _matching(self, nodes: NodeTable, term: Term) -> Iterable[tuple[PodInfo, int]]:
+        """Pods matching a :meth:`Term.merged` term: by namespace name (or in
+        every namespace) and selector, so no namespace's labels are looked up."""
         if term.selector is None:
             return ()
         cache = self.handle.cache if self.handle is not None else None
-        return podindex.matching_pods(
-            cache,
-            nodes,
-            term.candidate_namespaces(),
-            term.selector,
-            keep=term.matches if term.namespace_selector else None,
-        )
+        return podindex.matching_pods(cache, nodes, term.candidate_namespaces(), term.selector)
