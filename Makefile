@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: install run test test-fast lint protos check-protos e2e e2e-deps bench helm-lint clean
+.PHONY: install run test test-fast lint protos check-protos e2e e2e-deps bench helm-lint openapi fuzz soak clean
 
 install: $(STAMP)
 
@@ -45,6 +45,18 @@ helm-lint: install e2e-deps
 bench: install e2e-deps
 	$(BIN)/python -m bench
 
+# The long fuzz runs: 100 000 mutated extender requests, 20 000 mutated gRPC
+# calls and the Hypothesis properties at the "fuzz" profile (tests/fuzz;
+# `make test` runs a bounded sample of each). BERTH_FUZZ_SEED=N replays a run.
+fuzz: install
+	BERTH_FUZZ_HTTP=$${BERTH_FUZZ_HTTP:-100000} BERTH_FUZZ_GRPC=$${BERTH_FUZZ_GRPC:-20000} HYPOTHESIS_PROFILE=fuzz \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s --timeout 1800 -m "(fuzz or hypothesis) and not e2e" tests
+
+# The long soak: berth serve under 50 connections of mixed load for 240 s; RSS
+# and p99 must plateau (tests/soak; `make test` runs 15 s of it).
+soak: install
+	BERTH_SOAK_SECONDS=$${BERTH_SOAK_SECONDS:-240} $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/soak
+
 # The fast suite only (no real control plane).
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
@@ -58,6 +70,11 @@ lint: install
 # berth/api/v1; tests/core/test_protos.py fails when they are stale.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
+
+# Regenerate the committed Kubernetes field schema berth/cluster/openapi/v1.34.json
+# (strict manifests) from the e2e bed's kube-apiserver; needs e2e-deps, not run by `make test`.
+openapi: install e2e-deps
+	$(BIN)/python scripts/gen_openapi.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,15 +1,26 @@
-"""Shorthands of Berth's own plugin tests over :mod:`berth.testing`."""
+"""Shorthands of Berth's own tests: plugin tables over :mod:`berth.testing`, and a running demo ``berth serve``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.framework.handle import Handle
 from berth.testing import Cluster
+from tests.e2e.controlplane.bed import free_port
 
-__all__ = ["cached", "table"]
+__all__ = ["cached", "demo_berth_serve", "table"]
+
+ROOT = Path(__file__).parents[1]
 
 
 def table(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> NodeTable:
@@ -22,3 +33,46 @@ def cached(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> tuple
     Handle on that cache (so plugins use the cache's pod index)."""
     c = Cluster(nodes, pods)
     return c.snapshot, c.handle()
+
+
+@contextlib.contextmanager
+def demo_berth_serve(*extra: str) -> Iterator[tuple[subprocess.Popen[bytes], int, int, Callable[[], str]]]:
+    """``berth serve`` on the demo cluster as ``make run`` starts it, on free
+    loopback ports, once /readyz answers: (process, HTTP port, gRPC port, its
+    output so far). On exit: SIGTERM, and it must stop cleanly (status 0, no
+    traceback)."""
+    http, grpc_port = free_port(), free_port()
+    argv = [sys.executable, "-m", "berth.cli.main", "serve", "--cluster", "examples/cluster.yaml"]
+    argv += ["--config", "examples/berth.yaml", "--http-port", str(http), "--grpc-port", str(grpc_port), *extra]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+        final: list[str] = []  # what it wrote, once it has exited (the file is closed by then)
+
+        def output() -> str:
+            if final:
+                return final[0]
+            log.seek(0)
+            return log.read().decode(errors="replace")
+
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise AssertionError(f"berth serve did not become ready:\n{output()[-4000:]}") from None
+                    time.sleep(0.2)
+            yield proc, http, grpc_port, output
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+            final.append(output())
+            assert code == 0, output()[-4000:]
+            assert "Traceback" not in output(), output()[-4000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -13,7 +13,7 @@ from berth.framework.decision import Reason
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core, scheduler_name_of
 from berth.scheduling.loop import QueueState
-from berth.scheduling.verbs import pod_info
+from berth.scheduling.verbs import check_node_names, pod_info
 
 __all__ = ["Explanation", "NodeExplanation", "NodeSummary", "explain", "list_nodes"]
 
@@ -48,6 +48,9 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
     snap = core.snapshot()
     rows = snap.order()
     if node_names:
+        # Once each: a name repeated 20 000 times would be judged (and scored
+        # against every other copy) 20 000 times.
+        check_node_names(node_names, "node_names")
         unknown = [n for n in node_names if n not in snap.index or not snap.alive[snap.index[n]]]
         if unknown:
             raise NotFound(f"node_names: unknown node(s) {_some(unknown)}")

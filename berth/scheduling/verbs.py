@@ -33,7 +33,7 @@ from berth.framework import preemption
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core, VerbError
 
-__all__ = ["Extender", "FilterResult", "MetaVictims", "PrioritizeResult", "VictimsRequest"]
+__all__ = ["Extender", "FilterResult", "MetaVictims", "PrioritizeResult", "VictimsRequest", "check_node_names"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -215,7 +215,7 @@ class Extender:
         if hit is not None:
             self._resolutions.move_to_end(key)
             return hit
-        _check_names(names, "NodeNames")
+        check_node_names(names, "NodeNames")
         rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
         known = rows >= 0
         known[known] = snap.alive[rows[known]]
@@ -233,7 +233,7 @@ class Extender:
         the pods Berth knows on each of them counted, as an informer-fed
         extender would. Raises InvalidArgument for a nameless or repeated
         node, or a bad quantity, naming ``Nodes.items[i]``."""
-        _check_names([n.metadata.name for n in nodes], "Nodes.items", ".metadata.name")
+        check_node_names([n.metadata.name for n in nodes], "Nodes.items", ".metadata.name")
         snap = self.core.snapshot()
         try:
             table = NodeTable.of_nodes(nodes, snap.columns)
@@ -367,7 +367,7 @@ def _bad_allocatable(node: model.Node) -> bool:
     return False
 
 
-def _check_names(names: list[str], path: str, suffix: str = "") -> None:
+def check_node_names(names: list[str], path: str, suffix: str = "") -> None:
     """Every node named, and once (``field.Required`` / ``field.Duplicate``'s wording)."""
     if len(set(names)) == len(names) and all(names):
         return

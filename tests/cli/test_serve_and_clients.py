@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.controlplane.bed import free_port
+from tests.support import demo_berth_serve
 
 ROOT = Path(__file__).parents[2]
 BERTH = [sys.executable, "-m", "berth.cli.main"]
@@ -26,43 +25,9 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    http, grpc_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            *BERTH,
-            "serve",
-            "--cluster",
-            "examples/cluster.yaml",
-            "--config",
-            "examples/berth.yaml",
-            "--http-port",
-            str(http),
-            "--grpc-port",
-            str(grpc_port),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None:
-                raise AssertionError(f"berth serve exited: {proc.stdout.read() if proc.stdout else ''}") from None
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise AssertionError("berth serve did not become ready")
-    yield f"127.0.0.1:{grpc_port}|{http}"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 0, out
-    assert "shutting down" in out
+    with demo_berth_serve() as (_, http, grpc_port, output):
+        yield f"127.0.0.1:{grpc_port}|{http}"
+    assert "shutting down" in output()
 
 
 def test_nodes_lists_the_demo_cluster_as_json(server: str) -> None:

@@ -216,12 +216,19 @@ class _Runner(web.AppRunner):
         )
 
 
+def make_runner(app: web.Application, core: Core, **kwargs: Any) -> web.AppRunner:
+    """The AppRunner Berth serves ``app`` with: its connections time out slow
+    headers and answer protocol-level errors in JSON. Test servers that
+    should behave like ``berth serve`` wrap their app in it too."""
+    return _Runner(app, read_header_timeout=core.cfg.http.read_header_timeout_seconds, **kwargs)
+
+
 async def start(core: Core, verbs: Extender, ssl_context: ssl.SSLContext | None) -> tuple[web.AppRunner, int]:
     """Start serving; returns the runner and the bound port (useful with port 0).
 
     A port in use raises ``OSError`` (``EADDRINUSE``) naming the address."""
     cfg = core.cfg.http
-    runner = _Runner(build_app(core, verbs), access_log=None, read_header_timeout=cfg.read_header_timeout_seconds)
+    runner = make_runner(build_app(core, verbs), core, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port, ssl_context=ssl_context)
     try:

@@ -1,0 +1,1 @@
+"""The soak suite: berth serve under sustained mixed load (RSS and p99 plateau)."""
