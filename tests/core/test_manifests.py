@@ -56,7 +56,7 @@ BAD = [
         "bad quantity",
         "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}\n",
         # the wording is berth.cluster.resources' (the API server's); the place is ours
-        "document 1 (Pod p): spec.containers[0].resources.requests[cpu]: Invalid value: \"lots\"",
+        'document 1 (Pod p): spec.containers[0].resources.requests[cpu]: Invalid value: "lots"',
     ),
     (
         "wrong type",
