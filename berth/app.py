@@ -42,7 +42,7 @@ from berth.scheduling.client import SourceClient
 from berth.scheduling.core import Core
 from berth.scheduling.decisions import DecisionLog
 from berth.scheduling.loop import Scheduler
-from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore
+from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
 from berth.scheduling.verbs import Extender
 
 __all__ = ["Berth", "build", "running", "serve"]
@@ -104,7 +104,7 @@ def build(
     metrics = metrics or Metrics()
     cache = Cache(assumed_ttl=cfg.assumed_pod_ttl_seconds, clock=clock)
     pods, groups, pdbs = PodStore(), PodGroupStore(), PodDisruptionBudgetStore()
-    namespaces = NamespaceStore()
+    namespaces, workloads = NamespaceStore(), WorkloadStore()
     nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
     client = SourceClient(pods)
     frameworks: dict[str, Framework] = {}
@@ -116,6 +116,7 @@ def build(
             pod_groups=groups,
             pdbs=pdbs,
             namespaces=namespaces,
+            workloads=workloads,
             nominator=nominator,
             waiting_pods=waiting,
             client=client,
@@ -131,6 +132,7 @@ def build(
         pod_groups=groups,
         pdbs=pdbs,
         namespaces=namespaces,
+        workloads=workloads,
         frameworks=frameworks,
         nominator=nominator,
         waiting=waiting,

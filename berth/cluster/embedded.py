@@ -95,6 +95,8 @@ class EmbeddedCluster:
         self.pods: dict[str, model.Pod] = {}  # NAMESPACE/NAME -> pod
         self.pod_groups: dict[str, model.PodGroup] = {}  # NAMESPACE/NAME -> group
         self.pdbs: dict[str, model.PodDisruptionBudget] = {}  # NAMESPACE/NAME -> budget
+        #: Services, ReplicationControllers, ReplicaSets, StatefulSets: (kind, NAMESPACE/NAME) -> object.
+        self.workloads: dict[tuple[str, str], model.Workload] = {}
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.evictions: list[tuple[str, str]] = []  # (pod key, reason)
         self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
@@ -110,6 +112,7 @@ class EmbeddedCluster:
         self.upsert_nodes(objects.nodes)
         self.upsert_pod_groups(objects.pod_groups)
         self.upsert_pdbs(objects.pdbs)
+        self.upsert_workloads(objects.workloads)
         self.upsert_pods(objects.pods)
 
     def upsert_namespaces(self, namespaces: Iterable[model.Namespace]) -> int:
@@ -210,6 +213,36 @@ class EmbeddedCluster:
 
     def upsert_pdbs(self, budgets: Iterable[model.PodDisruptionBudget]) -> int:
         return self._upsert_namespaced("budgets", budgets, validation.validate_pdb, self.pdbs, self.core.on_pdb)
+
+    def upsert_workloads(self, objects: Iterable[model.Workload]) -> int:
+        """Services, ReplicationControllers, ReplicaSets and StatefulSets (their
+        selectors: PodTopologySpread's default constraints), all or none:
+        defaulted to ``default``, validated, unique by kind, namespace and name."""
+        batch = [
+            obj
+            if obj.metadata.namespace
+            else msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="default"))
+            for obj in objects
+        ]
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"workloads[{i}]", obj, validation.validate_workload)
+            key = f"{obj.kind} {model.pod_key(obj.metadata.namespace, obj.metadata.name)}"
+            _first_seen(seen, key, "workloads", i, "metadata.name", "the same kind, namespace and name")
+        for obj in batch:
+            self.workloads[(obj.kind, model.pod_key(obj.metadata.namespace, obj.metadata.name))] = obj
+            self.core.on_workload(obj)
+        return len(batch)
+
+    def delete_workloads(self, keys: Iterable[tuple[str, str]]) -> int:
+        """Delete workloads by (kind, ``NAMESPACE/NAME``); unknown ones are skipped."""
+        n = 0
+        for kind, key in keys:
+            obj = self.workloads.pop((kind, key), None)
+            if obj is not None:
+                self.core.on_workload_delete(kind, obj.metadata.namespace, obj.metadata.name)
+                n += 1
+        return n
 
     def _upsert_namespaced(
         self,

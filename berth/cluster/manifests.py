@@ -3,7 +3,9 @@
 
 Accepts multi-document YAML or JSON, each document an object or a ``List``
 (``kind: List`` or ``*List`` with ``items``). Kinds: Namespace, Node, Pod,
-PodGroup (``scheduling.x-k8s.io``) and PodDisruptionBudget. Every object is checked the
+PodGroup (``scheduling.x-k8s.io``), PodDisruptionBudget, and Service,
+ReplicationController, ReplicaSet and StatefulSet (only their selectors are
+kept: PodTopologySpread's default constraints). Every object is checked the
 way the API server would reject it (names, quantities, selector operators),
 and errors name the document and the field: ``cluster.yaml: document 3
 (Pod default/web-0): spec.containers[0].resources.requests.cpu: invalid
@@ -32,7 +34,7 @@ import msgspec
 import yaml
 
 from berth import errors
-from berth.cluster import labels, model, openapi, resources
+from berth.cluster import labels, model, openapi, resources, validation
 
 __all__ = [
     "VALIDATION_MODES",
@@ -67,6 +69,7 @@ class Manifests:
     pods: list[model.Pod] = dataclasses.field(default_factory=list)
     pod_groups: list[model.PodGroup] = dataclasses.field(default_factory=list)
     pdbs: list[model.PodDisruptionBudget] = dataclasses.field(default_factory=list)
+    workloads: list[model.Workload] = dataclasses.field(default_factory=list)
 
 
 def _iter_objects(docs: list[Any], validate: ValidationMode, source: str) -> Iterator[tuple[str, Any]]:
@@ -243,7 +246,7 @@ def default_uid(namespace: str, name: str) -> str:
     return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
 
 
-_KINDS = ("Namespace", "Node", "Pod", "PodGroup", "PodDisruptionBudget")
+_KINDS = ("Namespace", "Node", "Pod", "PodGroup", "PodDisruptionBudget", *model.WORKLOAD_KINDS)
 
 
 def parse_documents(
@@ -295,6 +298,11 @@ def parse_documents(
                 pdb = _convert(obj, model.PodDisruptionBudget, label)
                 pdb.metadata.namespace = pdb.metadata.namespace or default_namespace
                 out.pdbs.append(pdb)
+            elif kind in model.WORKLOAD_KINDS:
+                workload: model.Workload = _convert(obj, model.WORKLOAD_KINDS[kind], label)
+                workload.metadata.namespace = workload.metadata.namespace or default_namespace
+                _checked_workload(workload)
+                out.workloads.append(workload)
             elif kind is None:
                 raise ManifestError("kind: required")
             else:
@@ -303,6 +311,13 @@ def parse_documents(
             text = str(e)
             raise ManifestError(text if text.startswith(label) else f"{label}: {text}") from None
     return out
+
+
+def _checked_workload(obj: model.Workload) -> None:
+    try:
+        validation.validate_workload(obj)
+    except errors.InvalidArgument as e:
+        raise ManifestError(str(e)) from None
 
 
 class _Loader(yaml.SafeLoader):

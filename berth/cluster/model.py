@@ -20,6 +20,7 @@ import msgspec
 __all__ = [
     "LABEL_METADATA_NAME",
     "LABEL_POD_GROUP",
+    "WORKLOAD_KINDS",
     "Affinity",
     "Container",
     "ContainerImage",
@@ -45,12 +46,20 @@ __all__ = [
     "PodStatus",
     "PreferredSchedulingTerm",
     "Quantity",
+    "ReplicaSet",
+    "ReplicationController",
+    "ReplicationControllerSpec",
     "ResourceList",
     "SchedulingGate",
+    "SelectorSpec",
+    "Service",
+    "ServiceSpec",
+    "StatefulSet",
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
+    "Workload",
     "pod_key",
 ]
 
@@ -336,6 +345,66 @@ class PodDisruptionBudget(_K8s):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
     status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
+# ---------------------------------------------------------------- workloads
+# Only their selectors: PodTopologySpread's default constraints spread a pod
+# among the pods of the Services and the controller that select it
+# (kube-scheduler's helper.DefaultSelector, plugins/helper/spread.go).
+
+
+class ServiceSpec(_K8s):
+    #: A map selector; None (or empty: the API server stores no empty map) selects nothing.
+    selector: dict[str, str] | None = None
+
+
+class Service(_K8s):
+    api_version: str = "v1"
+    kind: str = "Service"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
+
+
+class ReplicationControllerSpec(_K8s):
+    selector: dict[str, str] | None = None
+
+
+class ReplicationController(_K8s):
+    api_version: str = "v1"
+    kind: str = "ReplicationController"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ReplicationControllerSpec = msgspec.field(default_factory=ReplicationControllerSpec)
+
+
+class SelectorSpec(_K8s):
+    """The spec of a ReplicaSet or StatefulSet, down to its LabelSelector."""
+
+    selector: LabelSelector | None = None
+
+
+class ReplicaSet(_K8s):
+    api_version: str = "apps/v1"
+    kind: str = "ReplicaSet"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: SelectorSpec = msgspec.field(default_factory=SelectorSpec)
+
+
+class StatefulSet(_K8s):
+    api_version: str = "apps/v1"
+    kind: str = "StatefulSet"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: SelectorSpec = msgspec.field(default_factory=SelectorSpec)
+
+
+#: The objects whose selectors PodTopologySpread's default constraints use.
+Workload = Service | ReplicationController | ReplicaSet | StatefulSet
+#: Their kinds, as ``kind`` and an owner reference's ``kind`` name them.
+WORKLOAD_KINDS: dict[str, type[Workload]] = {
+    "Service": Service,
+    "ReplicationController": ReplicationController,
+    "ReplicaSet": ReplicaSet,
+    "StatefulSet": StatefulSet,
+}
 
 
 def to_builtins(obj: msgspec.Struct) -> Any:

@@ -88,3 +88,8 @@ class ClusterListener(Protocol):
         """A namespace and its labels (pod affinity's ``namespaceSelector``)."""
 
     def on_namespace_delete(self, name: str) -> None: ...
+
+    def on_workload(self, obj: model.Workload) -> None:
+        """A Service, ReplicationController, ReplicaSet or StatefulSet (its selector)."""
+
+    def on_workload_delete(self, kind: str, namespace: str, name: str) -> None: ...

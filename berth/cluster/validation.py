@@ -51,6 +51,7 @@ __all__ = [
     "validate_pdb",
     "validate_pod",
     "validate_pod_group",
+    "validate_workload",
 ]
 
 # ---------------------------------------------------------------- field errors
@@ -392,3 +393,15 @@ def validate_pdb(pdb: model.PodDisruptionBudget) -> None:
     validate_label_selector(spec.selector, "spec.selector")
     if pdb.status.disruptions_allowed < 0:
         raise invalid("status.disruptionsAllowed", pdb.status.disruptions_allowed, "must be greater than or equal to 0")
+
+
+def validate_workload(obj: model.Workload) -> None:
+    """The parts of a Service, ReplicationController, ReplicaSet or StatefulSet
+    Berth keeps: metadata and the selector (a label map for Services and
+    ReplicationControllers, ``ValidateLabels``; a LabelSelector for
+    ReplicaSets and StatefulSets, ``ValidateLabelSelector``)."""
+    validate_object_meta(obj.metadata, namespaced=True)
+    if isinstance(obj, model.Service | model.ReplicationController):
+        validate_labels(obj.spec.selector or {}, "spec.selector")
+    else:
+        validate_label_selector(obj.spec.selector, "spec.selector")

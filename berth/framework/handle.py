@@ -12,7 +12,10 @@ kube-scheduler          Berth
 SnapshotSharedLister    ``cache`` (the live node table, the pod index) and
                         ``pods`` (every pod Berth knows, placed or not)
 SharedInformerFactory   ``namespaces`` (the namespace lister: labels for
-                        pod affinity's ``namespaceSelector``)
+                        pod affinity's ``namespaceSelector``) and
+                        ``workloads`` (Services, ReplicationControllers,
+                        ReplicaSets, StatefulSets: PodTopologySpread's
+                        default constraints)
 PodNominator            ``nominator``
 Iterate/Get/Reject      ``waiting_pods``
 WaitingPod
@@ -50,6 +53,7 @@ __all__ = [
     "PodGroupLister",
     "PodLister",
     "WaitingPods",
+    "WorkloadLister",
 ]
 
 
@@ -78,6 +82,17 @@ class NamespaceLister(Protocol):
 
     def selected(self, selector: model.LabelSelector) -> list[str]:
         """Names of the known namespaces whose labels match ``selector``."""
+
+
+class WorkloadLister(Protocol):
+    """The Services, ReplicationControllers, ReplicaSets and StatefulSets Berth
+    knows, selectors only (kube-scheduler's four listers from the
+    SharedInformerFactory that PodTopologySpread's ``setListers`` takes)."""
+
+    def services(self, namespace: str) -> list[model.Service]: ...
+
+    def get(self, kind: str, namespace: str, name: str) -> model.Workload | None:
+        """By kind (``Service``, ``ReplicationController``, ``ReplicaSet``, ``StatefulSet``)."""
 
 
 class PodGroupLister(Protocol):
@@ -157,6 +172,8 @@ class Handle:
     recorder: DecisionRecorder
     metrics: Metrics
     clock: Callable[[], float]
+    #: Selectors of Services and controllers; None: none are watched.
+    workloads: WorkloadLister | None = None
     #: Set by the profile's Framework once its plugins are built.
     runner: Framework | None = None
 

@@ -29,7 +29,7 @@ from berth.queue.waiting import WaitingPods
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
-from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore
+from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
 
 if TYPE_CHECKING:
     from berth.scheduling.loop import Scheduler
@@ -75,6 +75,7 @@ class Core:
         metrics: Metrics,
         clock: Callable[[], float],
         rng: random.Random,
+        workloads: WorkloadStore | None = None,
     ) -> None:
         self.cfg = cfg
         self.cache = cache
@@ -82,6 +83,7 @@ class Core:
         self.pod_groups = pod_groups
         self.pdbs = pdbs
         self.namespaces = namespaces
+        self.workloads = workloads if workloads is not None else WorkloadStore()
         self.frameworks = dict(frameworks)
         self.nominator = nominator
         self.waiting = waiting
@@ -214,6 +216,22 @@ class Core:
 
     def on_namespace_delete(self, name: str) -> None:
         self.namespaces.remove(name)
+
+    def on_workload(self, obj: model.Workload) -> None:
+        """Store a Service's, ReplicationController's, ReplicaSet's or
+        StatefulSet's selector (PodTopologySpread's default constraints). One
+        the API server would reject is logged and treated as absent, as a
+        PDB is. No pod is requeued: kube-scheduler's PodTopologySpread
+        registers no event for these kinds either."""
+        try:
+            self.workloads.put(obj)
+        except InvalidArgument as e:
+            key = model.pod_key(obj.metadata.namespace, obj.metadata.name)
+            log.error("ignoring %s %s: %s", obj.kind, key, e)
+            self.workloads.remove(obj.kind, obj.metadata.namespace, obj.metadata.name)
+
+    def on_workload_delete(self, kind: str, namespace: str, name: str) -> None:
+        self.workloads.remove(kind, namespace, name)
 
     def _cache_metrics(self) -> None:
         self.metrics.set_cache_size(self.cache.node_count, self.cache.pod_count, self.cache.assumed_count)

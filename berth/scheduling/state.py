@@ -1,6 +1,7 @@
 """What every source told the core about objects other than nodes: pods
-(with the source that owns each), pod groups, PodDisruptionBudgets and
-namespaces.
+(with the source that owns each), pod groups, PodDisruptionBudgets,
+namespaces and the selectors of workloads (Services, ReplicationControllers,
+ReplicaSets, StatefulSets).
 
 These stores are the listers plugins see through the Handle
 (:class:`berth.framework.handle.PodLister` and friends); nodes and the pods
@@ -16,7 +17,7 @@ import msgspec
 from berth.cluster import labels, model, validation
 from berth.cluster.sources import Source
 
-__all__ = ["NamespaceStore", "PodDisruptionBudgetStore", "PodGroupStore", "PodStore"]
+__all__ = ["NamespaceStore", "PodDisruptionBudgetStore", "PodGroupStore", "PodStore", "WorkloadStore"]
 
 
 class PodStore:
@@ -163,3 +164,36 @@ class NamespaceStore:
                 if labels.match_label_selector(selector, ns.metadata.labels)
             ]
         return hit
+
+
+class WorkloadStore:
+    """Services, ReplicationControllers, ReplicaSets and StatefulSets by kind
+    and ``NAMESPACE/NAME``: the WorkloadLister PodTopologySpread's default
+    constraints read (:class:`berth.framework.handle.WorkloadLister`)."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, dict[str, model.Workload]] = {kind: {} for kind in model.WORKLOAD_KINDS}
+
+    def __len__(self) -> int:
+        return sum(len(objs) for objs in self._by_kind.values())
+
+    def put(self, obj: model.Workload) -> None:
+        """Store ``obj``; raises InvalidArgument (storing nothing) for one the
+        API server would reject, so every stored selector can be matched."""
+        validation.validate_workload(obj)
+        self._by_kind[obj.kind][model.pod_key(obj.metadata.namespace, obj.metadata.name)] = obj
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        self._by_kind.get(kind, {}).pop(model.pod_key(namespace, name), None)
+
+    # ------------------------------------------------------------ WorkloadLister
+
+    def services(self, namespace: str) -> list[model.Service]:
+        return [
+            s
+            for s in self._by_kind["Service"].values()
+            if isinstance(s, model.Service) and s.metadata.namespace == namespace
+        ]
+
+    def get(self, kind: str, namespace: str, name: str) -> model.Workload | None:
+        return self._by_kind.get(kind, {}).get(model.pod_key(namespace, name))

@@ -150,6 +150,11 @@ BERTH_EVERY_ROLE = perms(
     "/pods:get,list,watch",  # informer; get: the pod read back after a bind conflict
     "/nodes:list,watch",
     "/namespaces:list,watch",
+    # Selectors for PodTopologySpread's default constraints.
+    "/services:list,watch",
+    "/replicationcontrollers:list,watch",
+    "apps/replicasets:list,watch",
+    "apps/statefulsets:list,watch",
     "policy/poddisruptionbudgets:list,watch",
     "scheduling.x-k8s.io/podgroups:list,watch",
     "/pods/binding:create",
@@ -933,6 +938,11 @@ def test_rbac_grants_berth_exactly_what_it_does(render: Render, kube: Kube, role
             (True, "list", "/namespaces", "", ""),
             (True, "watch", "policy/poddisruptionbudgets", "", ""),
             (True, "watch", "scheduling.x-k8s.io/podgroups", "", ""),
+            (True, "watch", "/services", "", ""),
+            (True, "list", "/replicationcontrollers", "", ""),
+            (True, "watch", "apps/replicasets", "", ""),
+            (True, "list", "apps/statefulsets", "", ""),
+            (False, "update", "apps/replicasets", "team-a", "rs"),
             (True, "create", "/pods/binding", "team-a", "p"),
             (True, "create", "/events", "team-a", ""),
             (True, "patch", "events.k8s.io/events", "team-a", "e"),

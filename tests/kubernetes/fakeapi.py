@@ -24,6 +24,18 @@ import aiohttp
 from kubernetes_asyncio import client
 from multidict import CIMultiDict
 
+#: The collections this fake lists and watches (empty unless seeded).
+_LISTED = (
+    "/api/v1/namespaces",
+    "/api/v1/nodes",
+    "/api/v1/pods",
+    "/apis/policy/v1/poddisruptionbudgets",
+    "/api/v1/services",
+    "/api/v1/replicationcontrollers",
+    "/apis/apps/v1/replicasets",
+    "/apis/apps/v1/statefulsets",
+)
+
 
 class _Content:
     def __init__(self, chunks: AsyncIterator[bytes]) -> None:
@@ -108,7 +120,7 @@ class FakeApiServer:
         body = json.loads(data) if isinstance(data, str) and data else None
         if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
             return self._lease(method, m.group(1), m.group(2), body)
-        if path in ("/api/v1/namespaces", "/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"):
+        if path in _LISTED:
             if watch:
                 since = parse_qs(query).get("resourceVersion", ["0"])[0]
                 if int(since or 0) < self._rv:

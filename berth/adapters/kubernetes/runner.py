@@ -106,6 +106,19 @@ class KubernetesRunner:
             on_delete=lambda n: core.on_node_delete(n.metadata.name),
         )
 
+    def _workload_informer(self, name: str, list_call: Any, kind: type[model.Workload]) -> Informer[Any]:
+        core = self.core
+        return Informer(
+            name,
+            list_call,
+            kind,
+            Handlers(
+                on_add=core.on_workload,
+                on_update=lambda old, new: core.on_workload(new),
+                on_delete=lambda w: core.on_workload_delete(w.kind, w.metadata.namespace, w.metadata.name),
+            ),
+        )
+
     async def _podgroups_served(self) -> bool:
         """Whether PodGroups are served (and readable); retried until the API server answers."""
 
@@ -129,6 +142,7 @@ class KubernetesRunner:
     async def start_informers(self) -> None:
         core_v1 = client.CoreV1Api(self.api)
         policy = client.PolicyV1Api(self.api)
+        apps = client.AppsV1Api(self.api)
         core = self.core
         self.informers = [
             # Namespaces first: pod affinity's namespaceSelector selects by their
@@ -162,6 +176,16 @@ class KubernetesRunner:
                     on_delete=lambda b: core.on_pdb_delete(b.metadata.namespace, b.metadata.name),
                 ),
             ),
+            # Selectors only: PodTopologySpread's default constraints (as
+            # kube-scheduler's plugin takes these four listers, plugin.go setListers).
+            self._workload_informer("services", core_v1.list_service_for_all_namespaces, model.Service),
+            self._workload_informer(
+                "replicationcontrollers",
+                core_v1.list_replication_controller_for_all_namespaces,
+                model.ReplicationController,
+            ),
+            self._workload_informer("replicasets", apps.list_replica_set_for_all_namespaces, model.ReplicaSet),
+            self._workload_informer("statefulsets", apps.list_stateful_set_for_all_namespaces, model.StatefulSet),
         ]
         if await self._podgroups_served():
             custom = client.CustomObjectsApi(self.api)

@@ -3,7 +3,9 @@
 Mirrors kube-scheduler v1.34
 ``pkg/scheduler/framework/plugins/podtopologyspread/common.go``: a pod's
 constraints of one kind (``filterTopologySpreadConstraints``), with
-``matchLabelKeys`` merged into each selector; the nodes that count for them
+``matchLabelKeys`` merged into each selector — or, for a pod with none, the
+default constraints (``buildDefaultConstraints``) selecting what the Services
+and controller selecting it select (``helper.DefaultSelector``); the nodes that count for them
 (every constraint's topology key present, and the inclusion policies passed:
 ``nodeAffinityPolicy`` Honor by default — the pod's nodeSelector / required
 node affinity; ``nodeTaintsPolicy`` Ignore by default); and, per node, the
@@ -16,7 +18,7 @@ the pods a selector matches, not to all pods.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +27,7 @@ from berth.cache import podindex
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import labels, model
-from berth.framework.handle import Handle
+from berth.framework.handle import Handle, WorkloadLister
 from berth.plugins.helpers import DO_NOT_SCHEDULE, first_untolerated, label_selector_mask, node_selector_mask
 
 __all__ = [
@@ -35,7 +37,10 @@ __all__ = [
     "SCHEDULE_ANYWAY",
     "Constraint",
     "Counting",
+    "build_default_constraints",
+    "constraints_for",
     "constraints_of",
+    "default_selector",
     "do_not_schedule",
     "node_matches_required_affinity",
 ]
@@ -70,13 +75,19 @@ class Constraint:
 
 def constraints_of(pod: model.Pod, when: str) -> list[Constraint]:
     """filterTopologySpreadConstraints: the pod's constraints of one kind, selectors merged."""
+    return _filter_constraints(pod.spec.topology_spread_constraints, pod.metadata.labels, when)
+
+
+def _filter_constraints(
+    constraints: Sequence[model.TopologySpreadConstraint], pod_labels: Mapping[str, str], when: str
+) -> list[Constraint]:
     out = []
-    for c in pod.spec.topology_spread_constraints:
+    for c in constraints:
         if c.when_unsatisfiable != when:
             continue
         sel = c.label_selector
         if sel is not None and c.match_label_keys:
-            extra = {k: pod.metadata.labels[k] for k in c.match_label_keys if k in pod.metadata.labels}
+            extra = {k: pod_labels[k] for k in c.match_label_keys if k in pod_labels}
             sel = model.LabelSelector(
                 match_labels={**sel.match_labels, **extra}, match_expressions=sel.match_expressions
             )
@@ -93,23 +104,103 @@ def constraints_of(pod: model.Pod, when: str) -> list[Constraint]:
     return out
 
 
+def build_default_constraints(
+    pod: model.Pod,
+    defaults: Sequence[model.TopologySpreadConstraint],
+    workloads: WorkloadLister | None,
+    when: str,
+) -> list[Constraint]:
+    """common.go buildDefaultConstraints: ``defaults`` of one kind, each
+    selecting what :func:`default_selector` deduces; none when it selects nothing."""
+    constraints = _filter_constraints(defaults, pod.metadata.labels, when)
+    if not constraints or workloads is None:
+        return []
+    selector = default_selector(pod, workloads)
+    if selector is None:
+        return []
+    return [dataclasses.replace(c, selector=selector) for c in constraints]
+
+
+def constraints_for(
+    pod: model.Pod,
+    defaults: Sequence[model.TopologySpreadConstraint],
+    workloads: WorkloadLister | None,
+    when: str,
+) -> list[Constraint]:
+    """The pod's own constraints of one kind; the defaults only for a pod that
+    has no ``topologySpreadConstraints`` at all (of either kind), as
+    calPreFilterState and initPreScoreState choose."""
+    if pod.spec.topology_spread_constraints:
+        return constraints_of(pod, when)
+    return build_default_constraints(pod, defaults, workloads, when)
+
+
+#: helper/spread.go's rcKind, rsKind, ssKind: the controllers whose selector counts.
+_CONTROLLERS = {
+    ("v1", "ReplicationController"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "StatefulSet"),
+}
+
+
+def default_selector(pod: model.Pod, workloads: WorkloadLister) -> model.LabelSelector | None:
+    """helper.DefaultSelector (``pkg/scheduler/framework/plugins/helper/spread.go``):
+    the selectors of the Services in the pod's namespace that select it
+    (a Service without a selector selects nothing), merged, and that of the
+    ReplicationController, ReplicaSet or StatefulSet controlling it (its
+    controller owner reference). None when that selects nothing (``selector.Empty()``)."""
+    ns = pod.metadata.namespace
+    label_set: dict[str, str] = {}
+    for svc in workloads.services(ns):
+        # Services, RCs, RSs and SSs that select the pod cannot disagree on a
+        # label, so merging is safe (upstream's comment).
+        if svc.spec.selector and all(pod.metadata.labels.get(k) == v for k, v in svc.spec.selector.items()):
+            label_set.update(svc.spec.selector)
+    expressions: list[model.LabelSelectorRequirement] = []
+    owner = next((o for o in pod.metadata.owner_references if o.controller), None)  # GetControllerOfNoCopy
+    if owner is not None and (owner.api_version, owner.kind) in _CONTROLLERS:
+        obj = workloads.get(owner.kind, ns, owner.name)
+        if isinstance(obj, model.ReplicationController):
+            label_set.update(obj.spec.selector or {})
+        elif isinstance(obj, model.ReplicaSet | model.StatefulSet) and obj.spec.selector is not None:
+            # selector.Add(LabelSelectorAsSelector(spec.selector).Requirements()...)
+            sel = obj.spec.selector
+            expressions += [
+                model.LabelSelectorRequirement(key=k, operator="In", values=[v]) for k, v in sel.match_labels.items()
+            ]
+            expressions += sel.match_expressions
+    if not label_set and not expressions:
+        return None
+    return model.LabelSelector(match_labels=label_set, match_expressions=expressions)
+
+
 class Counting:
     """Which nodes count for a pod's constraints and how many matching pods each has
     (a base of PodTopologySpread's filtering and scoring halves)."""
 
     handle: Handle | None
+    default_constraints: Sequence[model.TopologySpreadConstraint]
+    system_defaulted: bool
 
-    def _eligible(self, pod: PodInfo, nodes: NodeTable, constraints: Sequence[Constraint]) -> list[BoolArray]:
-        """Per constraint: rows that count (every key present, inclusion policies passed)."""
+    def _constraints(self, pod: model.Pod, when: str) -> list[Constraint]:
+        workloads = self.handle.workloads if self.handle is not None else None
+        return constraints_for(pod, self.default_constraints, workloads, when)
+
+    def _eligible(
+        self, pod: PodInfo, nodes: NodeTable, constraints: Sequence[Constraint], *, require_all: bool = True
+    ) -> list[BoolArray]:
+        """Per constraint: rows that count (every key present — or, unless
+        ``require_all``, this constraint's key — and inclusion policies passed)."""
         size = nodes.size
         base = nodes.alive[:size].copy()
-        for c in constraints:
-            base &= nodes.label_column(c.key).present()[:size]
+        if require_all:
+            for c in constraints:
+                base &= nodes.label_column(c.key).present()[:size]
         affinity: BoolArray | None = None
         taints_ok: BoolArray | None = None
         out = []
         for c in constraints:
-            m = base
+            m = base if require_all else base & nodes.label_column(c.key).present()[:size]
             if c.honor_affinity:
                 if affinity is None:
                     affinity = _required_affinity_mask(pod.pod, nodes)

@@ -28,7 +28,6 @@ from berth.plugins.podtopologyspread.common import (
     DO_NOT_SCHEDULE_WHEN,
     Constraint,
     Counting,
-    constraints_of,
     do_not_schedule,
     node_matches_required_affinity,
 )
@@ -60,7 +59,7 @@ class Filtering(Counting):
     _skew_status: fw.Status
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
-        constraints = constraints_of(pod.pod, DO_NOT_SCHEDULE_WHEN)
+        constraints = self._constraints(pod.pod, DO_NOT_SCHEDULE_WHEN)
         if not constraints:
             return fw.PreFilterResult(fw.Status.skip())
         eligible = self._eligible(pod, nodes, constraints)

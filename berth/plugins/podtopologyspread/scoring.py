@@ -19,7 +19,7 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import HOSTNAME_LABEL, NodeTable
 from berth.framework import interface as fw
 from berth.plugins.helpers import INT32_MAX, DomainCounts
-from berth.plugins.podtopologyspread.common import SCHEDULE_ANYWAY, Constraint, Counting, constraints_of
+from berth.plugins.podtopologyspread.common import SCHEDULE_ANYWAY, Constraint, Counting
 
 __all__ = ["Scoring"]
 
@@ -43,14 +43,18 @@ class Scoring(Counting):
     """PodTopologySpread's PreScore, Score and NormalizeScore (scoring.go's methods)."""
 
     def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
-        constraints = constraints_of(pod.pod, SCHEDULE_ANYWAY)
+        constraints = self._constraints(pod.pod, SCHEDULE_ANYWAY)
         if not constraints:
             return fw.Status.skip()
+        # Only the pod's own (or List) constraints require every key: with the
+        # System defaults a node without a zone still spreads by hostname.
+        require_all = bool(pod.pod.spec.topology_spread_constraints) or not self.system_defaulted
         has_all = np.ones(len(rows), dtype=bool)
-        for c in constraints:
-            has_all &= nodes.label_column(c.key).codes[rows] >= 0
+        if require_all:
+            for c in constraints:
+                has_all &= nodes.label_column(c.key).codes[rows] >= 0
         ignored = ~has_all
-        eligible = self._eligible(pod, nodes, constraints)
+        eligible = self._eligible(pod, nodes, constraints, require_all=require_all)
         counts: list[DomainCounts | None] = []
         weights: list[float] = []
         kept = rows[has_all]
@@ -60,7 +64,10 @@ class Scoring(Counting):
                 weights.append(float(np.log(len(kept) + 2)))
                 continue
             col = nodes.label_column(c.key)
-            domains = int((np.unique(col.codes[kept]) >= 0).sum())
+            codes = col.codes[kept]
+            # Distinct values among the scored nodes; one without the key adds
+            # upstream's "" value (node.Labels[key] of a missing key).
+            domains = int((np.unique(codes) >= 0).sum()) + int(bool((codes < 0).any()))
             counts.append(DomainCounts.of_rows(nodes, c.key, self._node_counts(pod, nodes, c), elig))
             weights.append(float(np.log(domains + 2)))
         state.write(PRE_SCORE_KEY, _PreScoreState(constraints, counts, weights, ignored))
