@@ -396,6 +396,14 @@ _BUILDERS: dict[str, Any] = {
             )
         ]
     ),
+    "Cluster/UpsertNamespaces": lambda r: cluster_pb2.UpsertNamespacesRequest(
+        namespaces=[
+            cluster_pb2.Namespace(
+                metadata=model_pb2.ObjectMeta(name=r.choice(NAMESPACES), labels={"team": r.choice(("a", "b"))})
+            )
+        ]
+    ),
+    "Cluster/DeleteNamespaces": lambda r: cluster_pb2.DeleteNamespacesRequest(names=[r.choice(NAMESPACES)]),
     "Cluster/ListNodes": lambda r: cluster_pb2.ListNodesRequest(),
 }
 
@@ -414,6 +422,8 @@ _WEIGHTS = {
     "Cluster/DeletePods": 5,
     "Cluster/UpsertPodGroups": 3,
     "Cluster/UpsertPodDisruptionBudgets": 4,
+    "Cluster/UpsertNamespaces": 2,
+    "Cluster/DeleteNamespaces": 1,
     "Cluster/ListNodes": 3,
 }
 

@@ -30,7 +30,10 @@ _MUTATING_GRPC = {
     "/berth.v1.Scheduler/Bind",
     "/berth.v1.Scheduler/Submit",
     "/berth.v1.Scheduler/Cancel",
-    *(f"/berth.v1.Cluster/{m}" for m in ("UpsertNodes", "DeleteNodes", "UpsertPods", "DeletePods")),
+    *(
+        f"/berth.v1.Cluster/{m}"
+        for m in ("UpsertNodes", "DeleteNodes", "UpsertPods", "DeletePods", "UpsertNamespaces", "DeleteNamespaces")
+    ),
 }
 
 RESPONSES = {

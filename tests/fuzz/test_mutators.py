@@ -69,3 +69,16 @@ def test_duplicated_nodes_in_full_object_mode_are_generated() -> None:
 def test_dumps_writes_what_json_cannot() -> None:
     tree = {"a": mutate.Raw("1e400"), "b": mutate.Pairs([("k", 1), ("k", 2)]), "c": "\ud800", "d": 2**64}
     assert mutate.dumps(tree) == b'{"a":1e400,"b":{"k":1,"k":2},"c":"\\ud800","d":18446744073709551616}'
+
+
+def test_every_grpc_method_is_fuzzed() -> None:
+    """A method added to the protos without a fuzz builder would go untested."""
+    from berth.api.v1 import cluster_pb2, scheduler_pb2
+
+    methods = {
+        f"{svc}/{m.name}"
+        for svc, mod in (("Scheduler", scheduler_pb2), ("Cluster", cluster_pb2))
+        for m in mod.DESCRIPTOR.services_by_name[svc].methods
+    }
+    assert set(corpus._BUILDERS) == methods
+    assert set(corpus._WEIGHTS) == methods
