@@ -81,6 +81,9 @@ def _scalar(field: Field, rng: random.Random, strings: Sequence[str]) -> Any:
     return b"\xff" * rng.randrange(4)
 
 
+_MAX_REPEAT_BYTES = 16 << 20
+
+
 def mutate_message(msg: Message, rng: random.Random, strings: Sequence[str] = ()) -> str:
     """One structured mutation of ``msg`` in place; ``strings`` are names and
     uids of live objects, so collisions are likely. Returns what it did."""
@@ -111,6 +114,11 @@ def mutate_message(msg: Message, rng: random.Random, strings: Sequence[str] = ()
         if how == 1 and len(value):
             n = rng.choice((2, 100, 10_000))
             item = value[rng.randrange(len(value))]
+            # Repeats compound over a case's mutations (10 000 copies of a
+            # list already repeated 10 000 times): stop at a few times the
+            # server's message limit, past which only the size is tested.
+            each = item.ByteSize() if f.cpp_type == FD.CPPTYPE_MESSAGE else len(str(item))
+            n = max(2, min(n, _MAX_REPEAT_BYTES // max(each, 1)))
             if f.cpp_type == FD.CPPTYPE_MESSAGE:
                 for _ in range(n - 1):
                     value.add().CopyFrom(item)

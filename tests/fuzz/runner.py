@@ -166,6 +166,7 @@ async def fuzz_http(target: Target, n: int, seed: int, tally: Tally) -> None:
     checker = Checker(target, tally, await target.canary())
     with Watchdog() as dog:
         for i in range(n):
+            dog.request(f"#{i} building the fuzz case (the fuzzer itself)")
             case = corpus.http_case(random.Random(f"{seed}:{i}"))
             dog.request(f"#{i} {case.verb} [{case.what}]")
             before = target.state()
@@ -269,6 +270,7 @@ async def fuzz_grpc(target: Target, n: int, seed: int, tally: Tally) -> None:
             live = [
                 k.split("/", 1)[1] for k in list(target.berth.cluster.pods)[-8:] if not k.startswith("berth-canary/")
             ]
+            dog.request(f"#{i} building the fuzz case (the fuzzer itself)")
             case = corpus.grpc_case(random.Random(f"{seed}:{i}"), corpus.grpc_strings(live))
             dog.request(f"#{i} {case.method} [{case.what}]")
             before = target.state()
