@@ -177,11 +177,14 @@ async def test_rss_and_p99_plateau_under_50_connections_of_mixed_load() -> None:
     assert last <= middle * 1.10 + 16 * 1024, f"RSS still grows: {middle / 1024:.1f} MB -> {last / 1024:.1f} MB"
     # p99 over the windows after warm-up in the first half, against the last
     # third's: pooled, so one stall of the busy 2-core machine (the load
-    # generator shares it) does not decide; 2x and 10 ms of slack.
+    # generator shares it) does not decide; 2x and 10 ms of slack for the long
+    # soak, 3x and 50 ms for `make test`'s 15 s (its windows hold ~1 s of
+    # requests each, where one GC or CI neighbour moves a p99 by 100s of ms).
     early = _p99(soak.windows[1 : 1 + third])
     late = _p99(soak.windows[2 * third :])
+    factor, slack = (2.0, 0.010) if SECONDS >= 60 else (3.0, 0.050)
     print(f"  p99 after warm-up {early * 1000:.1f} ms, in the last third {late * 1000:.1f} ms")
-    assert late <= 2 * early + 0.010, f"p99 grows: {early * 1000:.1f} ms -> {late * 1000:.1f} ms"
+    assert late <= factor * early + slack, f"p99 grows: {early * 1000:.1f} ms -> {late * 1000:.1f} ms"
 
 
 def _p99(windows: list[Window]) -> float:
