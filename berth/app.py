@@ -249,8 +249,10 @@ async def serve(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    # Drain both servers (bounded by shutdownGracePeriodSeconds) while the
-    # Kubernetes adapter ends its term and releases the Lease.
+    # The Kubernetes adapter has ended its term and released the Lease (its
+    # task's cancellation above), so a standby can take over while both
+    # servers drain, bounded by shutdownGracePeriodSeconds; then its API
+    # client closes.
     grace = cfg.shutdown_grace_period_seconds
     await asyncio.gather(
         http_server.stop(runner, grace),
