@@ -45,10 +45,6 @@ __all__ = [
 
 _MAX_TRACKED = 1024
 
-#: Every namespace carries this label with its own name (NamespaceDefaultLabelName).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
-
 def has_affinity(pod: model.Pod) -> bool:
     a = pod.spec.affinity
     return a is not None and (a.pod_affinity is not None or a.pod_anti_affinity is not None)

@@ -145,11 +145,9 @@ def _convert(obj: Mapping[str, Any], typ: type[Any], where: str) -> Any:
 def _check_resources(rl: Mapping[str, Any], path: str) -> None:
     for name, v in rl.items():
         try:
-            amount = resources.canonical(name, v)
+            resources.canonical(name, v)  # refuses negative amounts too
         except resources.QuantityError as e:
             raise ManifestError(str(e.at(f"{path}[{name}]"))) from None
-        if amount < 0:
-            raise ManifestError(f"{path}.{name}: must not be negative")
 
 
 def _check_selector(sel: model.LabelSelector | None, path: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import grpc
@@ -39,15 +39,6 @@ Resp = TypeVar("Resp")
 
 #: Checks a gRPC configuration before any port is bound (ConfigError).
 validate = security.validate
-
-
-async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[Resp]]) -> Resp:
-    """Runs ``call``; errors are mapped by :class:`edge.EdgeInterceptor`."""
-    return await call()
-
-
-async def _now(value: Resp) -> Resp:
-    return value
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
