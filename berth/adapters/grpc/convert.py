@@ -14,8 +14,9 @@ object they convert; each level prefixes its own field (``_under``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from berth import errors
@@ -57,14 +58,21 @@ def _under(path: str, e: errors.InvalidArgument) -> errors.InvalidArgument:
     return errors.InvalidArgument(f"{path}{'' if message.startswith('[') else '.'}{message}")
 
 
+@contextlib.contextmanager
+def _at(path: str) -> Iterator[None]:
+    """An InvalidArgument raised inside names its field under ``path``."""
+    try:
+        yield
+    except errors.InvalidArgument as e:
+        raise _under(path, e) from None
+
+
 def _each(items: Iterable[M], convert: Callable[[M], T], field: str) -> list[T]:
     """``convert`` of every item; an error names the item's index."""
     out = []
     for i, item in enumerate(items):
-        try:
+        with _at(f"{field}[{i}]"):
             out.append(convert(item))
-        except errors.InvalidArgument as e:
-            raise _under(f"{field}[{i}]", e) from None
     return out
 
 
@@ -336,10 +344,8 @@ def pods_from_pb(pods: Iterable[pb.Pod], path: str) -> list[model.Pod]:
 
 def pod_from_pb(p: pb.Pod, path: str = "") -> model.Pod:
     """The model's pod; InvalidArgument names the field under ``path``."""
-    try:
+    with _at(path):
         return _pod_from_pb(p)
-    except errors.InvalidArgument as e:
-        raise _under(path, e) from None
 
 
 def _pod_from_pb(p: pb.Pod) -> model.Pod:
@@ -449,10 +455,8 @@ def nodes_from_pb(nodes: Iterable[pb.Node], path: str) -> list[model.Node]:
 
 def node_from_pb(n: pb.Node, path: str = "") -> model.Node:
     """The model's node; InvalidArgument names the field under ``path``."""
-    try:
+    with _at(path):
         return _node_from_pb(n)
-    except errors.InvalidArgument as e:
-        raise _under(path, e) from None
 
 
 def _node_from_pb(n: pb.Node) -> model.Node:
@@ -493,7 +497,7 @@ def taint_to_pb(t: model.Taint) -> pb.Taint:
 
 
 def podgroup_from_pb(g: pb.PodGroup, path: str = "") -> model.PodGroup:
-    try:
+    with _at(path):
         return model.PodGroup(
             metadata=_meta_from_pb(g.metadata),
             spec=model.PodGroupSpec(
@@ -502,26 +506,20 @@ def podgroup_from_pb(g: pb.PodGroup, path: str = "") -> model.PodGroup:
                 min_resources=_rl_from_pb(g.min_resources, "min_resources"),
             ),
         )
-    except errors.InvalidArgument as e:
-        raise _under(path, e) from None
 
 
 def pdb_from_pb(b: pb.PodDisruptionBudget, path: str = "") -> model.PodDisruptionBudget:
-    try:
+    with _at(path):
         return model.PodDisruptionBudget(
             metadata=_meta_from_pb(b.metadata),
             spec=model.PodDisruptionBudgetSpec(selector=_ls_from_pb(b.selector, b.HasField("selector"))),
             status=model.PodDisruptionBudgetStatus(disruptions_allowed=b.disruptions_allowed),
         )
-    except errors.InvalidArgument as e:
-        raise _under(path, e) from None
 
 
 def namespace_from_pb(n: cpb.Namespace, path: str = "") -> model.Namespace:
-    try:
+    with _at(path):
         return model.Namespace(metadata=_meta_from_pb(n.metadata))
-    except errors.InvalidArgument as e:
-        raise _under(path, e) from None
 
 
 # ---------------------------------------------------------------- verbs' results
