@@ -39,7 +39,7 @@ from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
 from berth.queue.waiting import WaitingPods
 from berth.scheduling.client import SourceClient
-from berth.scheduling.core import Core
+from berth.scheduling.core import Core, new_queue_tree
 from berth.scheduling.decisions import DecisionLog
 from berth.scheduling.loop import Scheduler
 from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
@@ -107,6 +107,7 @@ def build(
     namespaces, workloads = NamespaceStore(), WorkloadStore()
     nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
     client = SourceClient(pods)
+    quota = new_queue_tree(cfg, cache, nominator)
     frameworks: dict[str, Framework] = {}
     for prof in cfg.profiles:
         handle = Handle(
@@ -117,6 +118,7 @@ def build(
             pdbs=pdbs,
             namespaces=namespaces,
             workloads=workloads,
+            queues=quota,
             nominator=nominator,
             waiting_pods=waiting,
             client=client,
@@ -141,6 +143,7 @@ def build(
         metrics=metrics,
         clock=clock,
         rng=rng or random.Random(),
+        quota=quota,
     )
     cluster = EmbeddedCluster(core)
     client.default_source = cluster

@@ -33,8 +33,10 @@ from typing import Any
 import msgspec
 import yaml
 
+from berth.errors import InvalidArgument
 from berth.framework import registry
 from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, PluginRef, Plugins, PluginSet, Profile
+from berth.quota.spec import PreemptionSpec, QueueSpec, validate_queues
 
 __all__ = [
     "API_VERSION",
@@ -51,7 +53,9 @@ __all__ = [
     "PluginRef",
     "PluginSet",
     "Plugins",
+    "PreemptionSpec",
     "Profile",
+    "QueueSpec",
     "TLSConfig",
     "load",
     "parse",
@@ -173,6 +177,10 @@ class BerthConfiguration(_Cfg):
     #: On SIGTERM both servers stop accepting, finish what is in flight for
     #: at most this long, then close what is left.
     shutdown_grace_period_seconds: float = 10.0
+    #: Batch queues (:mod:`berth.quota`): hierarchical quotas, borrowing,
+    #: fair share and reclaim. Empty: Berth schedules as without queues.
+    #: The only part of the file a running Berth re-reads (on change, SIGHUP).
+    queues: list[QueueSpec] = []
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
@@ -294,6 +302,10 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{path}.{e}") from None
     if cfg.profile(cfg.extender.profile) is None:
         raise ConfigError(f"extender.profile: no profile named {cfg.extender.profile!r}")
+    try:
+        validate_queues(cfg.queues)
+    except InvalidArgument as e:
+        raise ConfigError(str(e)) from None
     queue_sorts = {tuple(registry.resolve_profile(p).queue_sort) for p in cfg.profiles}
     if len(queue_sorts) > 1:
         raise ConfigError("profiles: every profile must use the same queueSort plugin")

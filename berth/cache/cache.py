@@ -143,6 +143,14 @@ class Cache:
         for i in self.table.alive_rows().tolist():
             yield self.table.node(i)
 
+    def allocatable_total(self) -> dict[str, int]:
+        """The alive nodes' allocatable amounts, summed per resource."""
+        t = self.table
+        alive = t.alive[: t.size]
+        sums = t.alloc[: t.size][alive].sum(axis=0, dtype=object) if alive.any() else []
+        names = t.columns.names
+        return {names[c]: int(v) for c, v in enumerate(sums) if v}
+
     @property
     def node_count(self) -> int:
         return int(self.table.alive[: self.table.size].sum())

@@ -52,6 +52,7 @@ __all__ = [
     "PodDisruptionBudgetLister",
     "PodGroupLister",
     "PodLister",
+    "QueuePolicy",
     "WaitingPods",
     "WorkloadLister",
 ]
@@ -151,6 +152,18 @@ class ClusterClient(Protocol):
         """Record ``status.nominatedNodeName`` ("" clears it)."""
 
 
+class QueuePolicy(Protocol):
+    """What the batch queues (:class:`berth.quota.QueueTree`) allow priority
+    preemption to take."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any queue is configured."""
+
+    def within_queue(self, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """Whether ``victim`` may be preempted for ``preemptor`` by priority."""
+
+
 class DecisionRecorder(Protocol):
     def emit(self, decision: Decision) -> None:
         """Publish a decision (the gRPC stream, ``berth explain``'s history)."""
@@ -174,6 +187,8 @@ class Handle:
     clock: Callable[[], float]
     #: Selectors of Services and controllers; None: none are watched.
     workloads: WorkloadLister | None = None
+    #: The batch queues; None: no queue restricts preemption.
+    queues: QueuePolicy | None = None
     #: Set by the profile's Framework once its plugins are built.
     runner: Framework | None = None
 

@@ -16,7 +16,8 @@ kube-scheduler.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,13 +107,17 @@ def select_victims_on_node(
     *,
     restrict_to_candidates: bool = False,
     state: fw.CycleState | None = None,
+    any_priority: bool = False,
+    reprieve_order: Callable[[PodInfo], Any] = more_important,
 ) -> Victims | None:
     """Victims on ``info``'s node that make ``pod`` fit, or None when none do.
 
     ``candidates``: the pods that may be evicted; None means every pod of
     lower priority than ``pod`` (DefaultPreemption). With
     ``restrict_to_candidates`` (the extender verb) only those are considered
-    even if others are of lower priority.
+    even if others are of lower priority. ``any_priority`` (reclaim by
+    queue guarantees) lifts the lower-priority rule; ``reprieve_order`` is
+    the order victims are given back in (most worth keeping first).
     """
     if info.node is None:
         return None
@@ -131,7 +136,7 @@ def select_victims_on_node(
             wanted = {c.uid for c in candidates}
             potential = [p for p in potential if p.uid in wanted]
     else:
-        potential = [p for p in candidates if p.priority < pod.priority]
+        potential = [p for p in candidates if any_priority or p.priority < pod.priority]
     if not potential:
         return None
 
@@ -149,8 +154,28 @@ def select_victims_on_node(
         for ext in extensions:
             ext.add_pod(state, pod, v, scratch.info)
 
+    # RunFilterPluginsWithNominatedPods, as upstream's SelectVictimsOnNode
+    # calls it: the room must also hold the pods already nominated to this
+    # node with at least the pod's priority (else two preemptors would count
+    # on the same freed room).
+    nominated = [
+        p
+        for p in fwk.handle.nominator.pods_on(info.name)
+        if p.uid != pod.uid and p.priority >= pod.priority and p.uid not in info.pods
+    ]
+
     def fits() -> bool:
-        return bool(fwk.run_filter(state, pod, scratch.table, scratch.rows).ok[0])
+        if not fwk.run_filter(state, pod, scratch.table, scratch.rows).ok[0]:
+            return False
+        if not nominated:
+            return True
+        for p in nominated:
+            add(p)
+        try:
+            return bool(fwk.run_filter(state, pod, scratch.table, scratch.rows).ok[0])
+        finally:
+            for p in nominated:
+                remove(p)
 
     def restore(gone: Sequence[PodInfo]) -> None:
         for v in gone:
@@ -162,7 +187,7 @@ def select_victims_on_node(
     if not fits():
         restore(potential)
         return None
-    potential.sort(key=more_important)
+    potential.sort(key=reprieve_order)
     violating, non_violating = _pdb_violations(potential, pdbs)
     victims: list[PodInfo] = []
     violations = 0

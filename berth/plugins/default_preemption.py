@@ -36,7 +36,7 @@ from berth.framework import preemption
 from berth.framework.decision import Decision, DecisionKind
 from berth.framework.handle import Handle
 
-__all__ = ["DefaultPreemption", "DefaultPreemptionArgs"]
+__all__ = ["Candidate", "DefaultPreemption", "DefaultPreemptionArgs", "pick_one_node"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class DefaultPreemptionArgs(msgspec.Struct, kw_only=True, rename="camel", forbid
 
 
 @dataclasses.dataclass(slots=True)
-class _Candidate:
+class Candidate:
     node: str
     victims: preemption.Victims
 
@@ -109,14 +109,23 @@ class DefaultPreemption:
         want = self.num_candidates(len(rows))
         pdbs = self.handle.pdbs.list()
         fwk = self.handle.framework
-        candidates: list[_Candidate] = []
+        candidates: list[Candidate] = []
+        queues = self.handle.queues
         for r in rows:
             info = nodes.infos[r]
             if info is None:
                 continue
-            v = preemption.select_victims_on_node(fwk, pod, nodes, info, None, pdbs, state=state)
+            allowed = None
+            if queues is not None and queues.enabled:
+                # Batch queues: priority preemption stays within the pod's
+                # own leaf queue (Kueue's withinClusterQueue); taking from
+                # other queues is reclaim's, by guarantees.
+                allowed = [p for p in info.pods.values() if queues.within_queue(pod, p)]
+                if not allowed:
+                    continue
+            v = preemption.select_victims_on_node(fwk, pod, nodes, info, allowed, pdbs, state=state)
             if v is not None and v.victims:
-                candidates.append(_Candidate(info.name, v))
+                candidates.append(Candidate(info.name, v))
                 if len(candidates) >= want:
                     break
         if not candidates:
@@ -132,7 +141,7 @@ class DefaultPreemption:
         metrics.preemption_victims.observe(len(best.victims.victims))
         return fw.PostFilterResult(fw.SUCCESS, nominated_node=best.node)
 
-    def _prepare(self, pod: PodInfo, cand: _Candidate) -> None:
+    def _prepare(self, pod: PodInfo, cand: Candidate) -> None:
         """Evict the victims and clear lower-priority nominations on the node (prepareCandidate)."""
         h = self.handle
         reason = f"Preempted by pod {pod.uid} on node {cand.node}"
@@ -157,10 +166,10 @@ class DefaultPreemption:
         return (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),)
 
 
-def pick_one_node(candidates: list[_Candidate]) -> _Candidate:
+def pick_one_node(candidates: list[Candidate]) -> Candidate:
     """pickOneNodeForPreemption's criteria, in order."""
 
-    def key(c: _Candidate) -> tuple[int, int, int, int, str]:
+    def key(c: Candidate) -> tuple[int, int, int, int, str]:
         vs = c.victims.victims
         highest = max(v.priority for v in vs)
         total = sum(v.priority + (1 << 31) for v in vs)  # shifted like MaxInt32+1 to keep it positive

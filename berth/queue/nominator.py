@@ -8,6 +8,8 @@ not taken by another pod meanwhile.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from berth.cache.infos import PodInfo
 
 __all__ = ["Nominator"]
@@ -19,21 +21,33 @@ class Nominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
+        #: Told (pod, node) on every nomination and (pod, "") when one ends
+        #: (the batch queues count nominated pods in their usage).
+        self.listeners: list[Callable[[PodInfo, str], None]] = []
 
     def add(self, pod: PodInfo, node: str) -> None:
-        self.delete(pod.uid)
-        if not node:
-            return
-        self._by_node.setdefault(node, {})[pod.uid] = pod
-        self._node_of[pod.uid] = node
+        self._drop(pod.uid)
+        if node:
+            self._by_node.setdefault(node, {})[pod.uid] = pod
+            self._node_of[pod.uid] = node
+        for listener in self.listeners:
+            listener(pod, node)
+
+    def _drop(self, uid: str) -> PodInfo | None:
+        node = self._node_of.pop(uid, None)
+        if node is None:
+            return None
+        pods = self._by_node.get(node, {})
+        pod = pods.pop(uid, None)
+        if not pods:
+            self._by_node.pop(node, None)
+        return pod
 
     def delete(self, uid: str) -> None:
-        node = self._node_of.pop(uid, None)
-        if node is not None:
-            pods = self._by_node.get(node, {})
-            pods.pop(uid, None)
-            if not pods:
-                self._by_node.pop(node, None)
+        pod = self._drop(uid)
+        if pod is not None:
+            for listener in self.listeners:
+                listener(pod, "")
 
     def node_of(self, uid: str) -> str:
         return self._node_of.get(uid, "")

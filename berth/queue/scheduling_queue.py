@@ -20,6 +20,10 @@ Three places a pending pod can be::
 - Gated pods (PreEnqueue said no) are re-checked when they are updated or an
   event their gating plugin registered for arrives.
 - The nominator remembers nominated nodes so Filter accounts for them.
+- With batch queues (:class:`Lanes`), activeQ is one heap per leaf queue
+  ("lane"): each pop first picks the lane (the fair order: lowest weighted
+  dominant share, hierarchically), then the best pod in it by QueueSort. A
+  pod that cannot be placed parks as usual, so it never blocks its lane.
 """
 
 from __future__ import annotations
@@ -31,14 +35,15 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 from berth.cache.infos import PodInfo
+from berth.cluster import model
 from berth.framework import interface as fw
 from berth.queue.nominator import Nominator
 
-__all__ = ["SchedulingQueue"]
+__all__ = ["Lanes", "SchedulingQueue"]
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +68,27 @@ _COUNT_KEYS = {
 _PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
 
 
+class Lanes(Protocol):
+    """How pending pods split into lanes (leaf queues) and which lane goes
+    next (:class:`berth.quota.QueueTree`); the queue also reports which
+    pods it holds, so the lanes know their pending demand."""
+
+    def lane_of(self, pod: model.Pod) -> str: ...
+
+    def pick(self, lanes: Iterable[str]) -> str: ...
+
+    def pending_entered(self, pi: PodInfo) -> None: ...
+
+    def pending_left(self, uid: str) -> None: ...
+
+
 @dataclasses.dataclass(slots=True)
 class _Entry:
     qpi: fw.QueuedPodInfo
     phase: str | None  # None only while being created
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
+    lane: str = ""
 
 
 class SchedulingQueue:
@@ -86,6 +106,7 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[dict[str, int]], None] | None = None,
         nominator: Nominator | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -101,7 +122,11 @@ class SchedulingQueue:
         # apart so an event costs O(parked), not O(queue).
         self._parked: dict[str, _Entry] = {}
         self._counts: dict[str, int] = dict.fromkeys(_COUNT_KEYS.values(), 0)
-        self._active: list[tuple[Any, int, str]] = []
+        self._lanes = lanes
+        # activeQ: a heap per lane ("" only, without batch queues), and how
+        # many live entries each holds (heaps keep stale entries until popped).
+        self._active: dict[str, list[tuple[Any, int, str]]] = {"": []}
+        self._active_count: dict[str, int] = {}
         self._seq = itertools.count()
         self._backoff: list[tuple[float, int, str]] = []
         self._wakeup = asyncio.Event()
@@ -141,23 +166,62 @@ class SchedulingQueue:
         uid = e.qpi.info.uid
         if e.phase is not None and uid in self._entries:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
+            if e.phase == PHASE_ACTIVE:
+                self._lane_count(e.lane, -1)
         e.phase = phase
         self._counts[_COUNT_KEYS[phase]] += 1
+        if phase == PHASE_ACTIVE:
+            self._lane_count(e.lane, 1)
         if phase in _PARKED:
             self._parked[uid] = e
         else:
             self._parked.pop(uid, None)
 
+    def _lane_count(self, lane: str, delta: int) -> None:
+        n = self._active_count.get(lane, 0) + delta
+        if n:
+            self._active_count[lane] = n
+        else:
+            # No live entry left: drop the lane's stale ones with it.
+            self._active_count.pop(lane, None)
+            self._active.pop(lane, None)
+
     def _forget(self, uid: str) -> _Entry | None:
         e = self._entries.pop(uid, None)
         if e is not None and e.phase is not None:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
+            if e.phase == PHASE_ACTIVE:
+                self._lane_count(e.lane, -1)
             self._parked.pop(uid, None)
+        if e is not None and self._lanes is not None:
+            self._lanes.pending_left(uid)
         return e
 
+    def _enter(self, e: _Entry) -> None:
+        """A new or changed pod: its lane, and the lanes' pending demand."""
+        if self._lanes is None:
+            return
+        lane = self._lanes.lane_of(e.qpi.info.pod)
+        if lane != e.lane and e.phase == PHASE_ACTIVE:
+            self._lane_count(e.lane, -1)
+            self._lane_count(lane, 1)
+        e.lane = lane
+        self._lanes.pending_entered(e.qpi.info)
+
+    def relane(self) -> None:
+        """The lanes changed (queues reloaded): place every pod anew."""
+        for e in list(self._entries.values()):
+            self._enter(e)
+            if e.phase == PHASE_ACTIVE:
+                self._to_active(e)
+
     def _to_active(self, e: _Entry) -> None:
-        self._set_phase(e, PHASE_ACTIVE)
-        heapq.heappush(self._active, (self._sort_key(e.qpi), next(self._seq), e.qpi.info.uid))
+        if e.phase != PHASE_ACTIVE:
+            self._set_phase(e, PHASE_ACTIVE)
+        heap = self._active.get(e.lane)
+        if heap is None:
+            heap = self._active[e.lane] = []
+        heapq.heappush(heap, (self._sort_key(e.qpi), next(self._seq), e.qpi.info.uid))
         self._wakeup.set()
 
     def _to_backoff(self, e: _Entry) -> None:
@@ -194,6 +258,7 @@ class SchedulingQueue:
             return
         qpi = fw.QueuedPodInfo(info=pod, timestamp=self._clock(), profile=profile)
         e = self._entries[uid] = _Entry(qpi, None)
+        self._enter(e)
         self._gate_or_activate(e)
         self._changed()
 
@@ -202,6 +267,7 @@ class SchedulingQueue:
         if e is None:
             return
         e.qpi.info = pod
+        self._enter(e)
         if e.phase == PHASE_ACTIVE:
             # Re-push so a changed priority re-sorts; stale heap entries are skipped on pop.
             self._to_active(e)
@@ -247,6 +313,7 @@ class SchedulingQueue:
         if uid in self._entries:
             return
         e = self._entries[uid] = _Entry(qpi, None)
+        self._enter(e)
         self._set_phase(e, PHASE_IN_FLIGHT)
         self.add_unschedulable(qpi, cycle, error=error)
 
@@ -322,10 +389,17 @@ class SchedulingQueue:
     # ------------------------------------------------------------ pop
 
     def _pop_ready(self) -> fw.QueuedPodInfo | None:
-        while self._active:
-            _, _, uid = heapq.heappop(self._active)
+        if not self._active_count:
+            return None
+        if len(self._active_count) == 1 or self._lanes is None:
+            lane = next(iter(self._active_count))
+        else:
+            lane = self._lanes.pick(self._active_count)
+        heap = self._active.get(lane, [])
+        while heap:
+            _, _, uid = heapq.heappop(heap)
             e = self._entries.get(uid)
-            if e is None or e.phase != PHASE_ACTIVE:
+            if e is None or e.phase != PHASE_ACTIVE or e.lane != lane:
                 continue  # stale heap entry
             self._set_phase(e, PHASE_IN_FLIGHT)
             e.qpi.attempts += 1
@@ -352,7 +426,11 @@ class SchedulingQueue:
             deadline = self.next_backoff_deadline()
             timeout = BACKOFF_FLUSH_INTERVAL
             if deadline is not None:
-                timeout = max(0.0, min(timeout, deadline - self._clock()))
+                # At least a millisecond: a deadline a rounding error away
+                # (3.0300000000000002 against a clock at 3.03) would
+                # otherwise spin with zero timeouts on a virtual clock
+                # whose resolution cannot express it.
+                timeout = max(0.001, min(timeout, deadline - self._clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
 

@@ -26,6 +26,7 @@ from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
 from berth.queue.waiting import WaitingPods
+from berth.quota import QueueSpec, QueueTree
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
@@ -34,7 +35,7 @@ from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, Pod
 if TYPE_CHECKING:
     from berth.scheduling.loop import Scheduler
 
-__all__ = ["Core", "VerbError", "scheduler_name_of"]
+__all__ = ["Core", "VerbError", "new_queue_tree", "scheduler_name_of"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,21 @@ def scheduler_name_of(pod: model.Pod) -> str:
         or pod.metadata.annotations.get(LEGACY_SCHEDULER_ANNOTATION, "")
         or DEFAULT_SCHEDULER_NAME
     )
+
+
+def new_queue_tree(cfg: BerthConfiguration, cache: Cache, nominator: Nominator | None = None) -> QueueTree:
+    """The batch queues of ``cfg``, counting Berth's own pods (those whose
+    scheduler is one of its profiles) as the cache and nominator report them."""
+    names = {p.scheduler_name for p in cfg.profiles}
+    tree = QueueTree(
+        cfg.queues,
+        counts=lambda pod: scheduler_name_of(pod) in names,
+        capacity=cache.allocatable_total,
+    )
+    cache.subscribe(tree.on_cache)
+    if nominator is not None:
+        nominator.listeners.append(tree.on_nominated)
+    return tree
 
 
 class Core:
@@ -76,6 +92,7 @@ class Core:
         clock: Callable[[], float],
         rng: random.Random,
         workloads: WorkloadStore | None = None,
+        quota: QueueTree | None = None,
     ) -> None:
         self.cfg = cfg
         self.cache = cache
@@ -92,6 +109,8 @@ class Core:
         self.metrics = metrics
         self.clock = clock
         self.rng = rng
+        #: The batch queues (empty without ``queues`` in the configuration).
+        self.quota = quota if quota is not None else new_queue_tree(cfg, cache, nominator)
         self.samplers = {name: Sampler() for name in self.frameworks}
         self._snapshot: Snapshot = cache.new_snapshot()
         self.ready = False
@@ -124,13 +143,24 @@ class Core:
 
     # ------------------------------------------------------------ ClusterListener
 
+    def reload_queues(self, specs: list[QueueSpec]) -> None:
+        """Take a new ``queues`` section (hot reload); raises InvalidArgument
+        and keeps the running queues when it is invalid. Nothing is evicted:
+        a queue shrunk below its usage only stops new placements."""
+        self.quota.load(specs)
+        self.cfg.queues = specs
+        if self.scheduler is not None:
+            self.scheduler.queues_changed()
+
     def on_node(self, node: model.Node) -> None:
+        self.quota.capacity_changed()
         self.cache.add_node(node)
         if self.scheduler is not None:
             self.scheduler.on_node(node)
         self._cache_metrics()
 
     def on_node_delete(self, name: str) -> None:
+        self.quota.capacity_changed()
         self.cache.remove_node(name)
         self._cache_metrics()
 

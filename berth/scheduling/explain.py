@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.errors import NotFound, bounded
 from berth.framework import interface as fw
 from berth.framework.decision import Reason
+from berth.quota.tree import QUOTA_PLUGIN
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core, scheduler_name_of
-from berth.scheduling.loop import QueueState
+from berth.scheduling.loop import QueueState, quota_verdict
 from berth.scheduling.verbs import check_node_names, pod_info
 
 __all__ = ["Explanation", "NodeExplanation", "NodeSummary", "explain", "list_nodes"]
@@ -99,7 +101,26 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
     summary = (
         str(algorithm.FitError(pi, diagnosis)) if n_feasible == 0 else f"{n_feasible}/{len(rows)} nodes are available"
     )
+    quota = _quota_reason(core, pi)
+    if quota is not None:
+        # The queues hold the pod back whatever the nodes say: the summary
+        # is the message the loop reports (a PreFilter-style rejection), and
+        # the node verdicts stay, to show what would fit once quota allows.
+        held = algorithm.Diagnosis(num_all_nodes=len(rows), pre_filter_msg=quota.reason)
+        summary = f"{algorithm.FitError(pi, held)} {n_feasible}/{len(rows)} nodes would fit the pod."
+        return Explanation(fwk.name, nodes, n_feasible, summary, pre_filter_reasons=[quota], queue=queue)
     return Explanation(fwk.name, nodes, n_feasible, summary, queue=queue)
+
+
+def _quota_reason(core: Core, pod: PodInfo) -> Reason | None:
+    """The batch queues' verdict on placing ``pod`` now, when it is "no"
+    (the same check the loop makes; a pod the queues do not hold passes)."""
+    if not core.quota.enabled or not core.responsible_for(pod.pod):
+        return None
+    verdict = quota_verdict(core, pod)
+    if verdict.ok:
+        return None
+    return Reason(QUOTA_PLUGIN, verdict.message, verdict.unresolvable)
 
 
 _SHOWN_NAMES = 10

@@ -31,10 +31,12 @@ from berth.framework.decision import Decision, Reason
 from berth.framework.decision import DecisionKind as Kind
 from berth.framework.runtime import Framework
 from berth.queue.scheduling_queue import SchedulingQueue
+from berth.quota import reclaim
+from berth.quota.tree import QUOTA_PLUGIN, Verdict
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core
 
-__all__ = ["QueueState", "Scheduler"]
+__all__ = ["QueueState", "Scheduler", "quota_verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,32 @@ class QueueState:
     gates: list[str] = dataclasses.field(default_factory=list)
 
 
+def quota_verdict(core: Core, pod: PodInfo) -> Verdict:
+    """The batch queues' verdict on placing ``pod`` now. A gang member,
+    while its gang is short of ``minMember`` placed, is judged with the
+    members still to place: a gang is admitted against quota as a whole
+    (scheduler-plugins' Coscheduling admits a PodGroup's minResources the
+    same way), so no member holds quota the rest cannot get."""
+    name = pod.labels.get(model.LABEL_POD_GROUP)
+    group = core.pod_groups.get(pod.namespace, name) if name else None
+    demand = [pod]
+    if group is not None:
+        members = core.pods.in_group(pod.namespace, group.metadata.name)
+        placed = sum(1 for m in members if core.cache.get_pod(m.metadata.uid) is not None)
+        need = group.spec.min_member - placed - 1
+        if need > 0:
+            rest = sorted(
+                (m for m in members if m.metadata.uid != pod.uid and core.cache.get_pod(m.metadata.uid) is None),
+                key=lambda m: (m.metadata.creation_timestamp or "", m.key),
+            )
+            demand += [PodInfo.of(m) for m in rest[:need]]
+    verdict = core.quota.check(demand)
+    if not verdict.ok and len(demand) > 1:
+        gang = f"{pod.namespace}/{name}"
+        return dataclasses.replace(verdict, message=f"gang {gang} ({len(demand)} pods): {verdict.message}")
+    return verdict
+
+
 class Scheduler:
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -60,6 +88,13 @@ class Scheduler:
         events: dict[str, Sequence[fw.ClusterEvent]] = {}
         for fwk in frameworks.values():
             events.update(fwk.events_to_register())
+        # A pod the queues held back is retried when usage drops, queues
+        # change, or the cluster grows.
+        events[QUOTA_PLUGIN] = (
+            fw.ClusterEvent("Queue", fw.ActionType.ALL),
+            fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),
+            fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_ALLOCATABLE),
+        )
         self.queue = SchedulingQueue(
             sort_key=first.queue_sort.sort_key,
             pre_enqueue=lambda pod, profile: frameworks[profile].run_pre_enqueue(pod),
@@ -70,7 +105,10 @@ class Scheduler:
             clock=core.clock,
             on_change=self._queue_metrics,
             nominator=core.nominator,
+            lanes=core.quota,
         )
+        core.quota.on_release = self._quota_released
+        self._release_pending = False
         self.waiting = core.waiting
         self._binding: set[asyncio.Task[None]] = set()
         self._last_message: dict[str, str] = {}
@@ -214,6 +252,28 @@ class Scheduler:
         if removed is not None:
             self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE))
 
+    def queues_changed(self) -> None:
+        """The queues were reloaded: every pending pod to its new lane, and
+        those the queues held back are retried."""
+        self.queue.relane()
+        self.queue.on_event(fw.ClusterEvent("Queue", fw.ActionType.UPDATE))
+
+    def _quota_released(self) -> None:
+        """Usage dropped or a waiting queue's demand left: once per loop
+        iteration, retry the pods waiting for quota."""
+        if self._release_pending or not self.core.quota.enabled:
+            return
+        self._release_pending = True
+
+        def fire() -> None:
+            self._release_pending = False
+            self.queue.on_event(fw.ClusterEvent("Queue", fw.ActionType.UPDATE))
+
+        try:
+            asyncio.get_running_loop().call_soon(fire)
+        except RuntimeError:  # no loop (a synchronous test): at once
+            fire()
+
     def on_node(self, node: model.Node) -> None:
         self.queue.on_event(fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE))
 
@@ -292,6 +352,11 @@ class Scheduler:
             if prof is not None and prof.percentage_of_nodes_to_score is not None
             else core.cfg.percentage_of_nodes_to_score
         )
+        if core.quota.enabled:
+            verdict = quota_verdict(core, pod)
+            if not verdict.ok:
+                self._quota_failure(fwk, qpi, verdict, snap, cycle, started)
+                return
         try:
             result = algorithm.schedule_pod(
                 fwk,
@@ -340,6 +405,58 @@ class Scheduler:
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
 
+    def _quota_failure(
+        self,
+        fwk: Framework,
+        qpi: fw.QueuedPodInfo,
+        verdict: Verdict,
+        snap: NodeTable,
+        cycle: int,
+        started: float,
+    ) -> None:
+        """The queues hold the pod back: a failure as a PreFilter rejection
+        is (``0/N nodes are available: queue research: cpu 130/128 over
+        max.``); a gang member releases the siblings waiting at Permit."""
+        pod = qpi.info
+        code = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE if verdict.unresolvable else fw.Code.UNSCHEDULABLE
+        st = fw.Status(code, (verdict.message,), QUOTA_PLUGIN)
+        diagnosis = algorithm.Diagnosis(num_all_nodes=len(snap.alive_rows()), pre_filter_msg=verdict.message)
+        qpi.unschedulable_plugins = {QUOTA_PLUGIN}
+        qpi.pending_plugins = set()
+        group = pod.labels.get(model.LABEL_POD_GROUP)
+        if group:
+            for uid in self.waiting.uids():
+                other = self.waiting.get(uid)
+                if (
+                    other is not None
+                    and other.labels.get(model.LABEL_POD_GROUP) == group
+                    and other.namespace == pod.namespace
+                ):
+                    self.waiting.reject(uid, QUOTA_PLUGIN, f"gang member {pod.key}: {verdict.message}")
+        self.core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+        self._failure(fwk, qpi, cycle, str(algorithm.FitError(pod, diagnosis)), reasons=[st], started=started)
+
+    def _reclaim(
+        self, fwk: Framework, state: fw.CycleState, pod: PodInfo, snap: NodeTable, failures: dict[int, fw.Status]
+    ) -> reclaim.Reclaim | None:
+        """Take back borrowed room for a pod within its queue's guarantee:
+        evict the victims (as preemption does) and nominate the pod."""
+        core = self.core
+        found = reclaim.select(fwk, state, pod, snap, failures, core.quota, core.pdbs.list())
+        if found is None:
+            return None
+        leaf = core.quota.lane_of(pod.pod)
+        for v in found.victims:
+            reason = f"Preempted by pod {pod.uid} on node {found.node}: reclaimed for queue {leaf}"
+            self.emit(Kind.PREEMPTED, v.pod, node=found.node, message=reason)
+            core.quota.count_reclaim(found.queues.get(v.uid, ""))
+            core.client.evict(v.pod, reason)
+        for other in core.nominator.pods_on(found.node):
+            if other.priority < pod.priority and other.uid != pod.uid:
+                core.nominator.delete(other.uid)
+                core.client.nominate(other.pod, "")
+        return found
+
     def _handle_fit_error(
         self,
         fwk: Framework,
@@ -360,6 +477,12 @@ class Scheduler:
                 nominated = res.nominated_node
             elif res.status.message():
                 diagnosis.post_filter_msg = res.status.message()
+        if not nominated and not diagnosis.pre_filter_msg and self.core.quota.enabled:
+            failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
+            found = self._reclaim(fwk, state, pod, snap, failures)
+            if found is not None:
+                nominated = found.node
+                diagnosis.post_filter_msg = found.summary(pod)
         qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
         qpi.pending_plugins = set(diagnosis.pending_plugins)
         message = str(err)
