@@ -38,6 +38,7 @@ from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
 from berth.queue.waiting import WaitingPods
+from berth.quota import metrics as quota_metrics
 from berth.scheduling.client import SourceClient
 from berth.scheduling.core import Core, new_queue_tree
 from berth.scheduling.decisions import DecisionLog
@@ -108,6 +109,7 @@ def build(
     nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
     client = SourceClient(pods)
     quota = new_queue_tree(cfg, cache, nominator)
+    quota_metrics.register(metrics.registry, quota)
     frameworks: dict[str, Framework] = {}
     for prof in cfg.profiles:
         handle = Handle(

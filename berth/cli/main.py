@@ -1,5 +1,6 @@
-"""The ``berth`` command: ``serve`` runs the service; ``nodes``, ``explain`` and
-``submit`` are gRPC clients of a running Berth (``--server HOST:PORT``)."""
+"""The ``berth`` command: ``serve`` runs the service; ``nodes``, ``queues``,
+``explain`` and ``submit`` are gRPC clients of a running Berth (``--server
+HOST:PORT``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+import yaml
 
 from berth import config
 from berth.adapters.grpc import convert
@@ -102,6 +105,81 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         )
         flag = " (cordoned)" if n.unschedulable else ""
         print(f"{n.name + flag:<24} {cpu:>18} {mem:>22} {n.pods:>6}  {','.join(r['taints'])}")
+    return 0
+
+
+def _queue_row(q: scheduler_pb2.QueueStatus) -> dict[str, Any]:
+    return {
+        "name": q.name,
+        "parent": q.parent,
+        "leaf": q.leaf,
+        "guaranteed": _quantities(q.guaranteed),
+        "max": _quantities(q.max),
+        "weight": q.weight,
+        "allocated": _quantities(q.allocated),
+        "pendingPods": q.pending_pods,
+        "pending": _quantities(q.pending),
+        "dominantShare": q.dominant_share,
+        "fairShare": q.fair_share,
+        "namespaces": list(q.namespaces),
+        "children": list(q.children),
+        "reclaimPreemptions": q.reclaim_preemptions,
+    }
+
+
+def _resource_cell(amounts: dict[str, str]) -> str:
+    """``cpu=2,memory=4Gi,nvidia.com/gpu=1``: cpu and memory first, as kubectl
+    describe lists them; ``<none>`` when empty, as kubectl prints it."""
+    order = sorted(amounts, key=lambda k: (k not in (resources.CPU, resources.MEMORY), k))
+    return ",".join(f"{k}={amounts[k]}" for k in order) or "<none>"
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    with channel(args.server, args.token_file) as ch:
+        stub = scheduler_pb2_grpc.SchedulerStub(ch)
+        if args.name:
+            queues = [call(stub.GetQueue, scheduler_pb2.GetQueueRequest(name=args.name), args.server)]
+        else:
+            queues = list(call(stub.ListQueues, scheduler_pb2.ListQueuesRequest(), args.server).queues)
+    rows = [_queue_row(q) for q in queues]
+    # A named queue prints as the object itself, a listing as a list (kubectl get).
+    doc: Any = rows[0] if args.name else rows
+    if args.output == "json":
+        print(json.dumps(doc, indent=2))
+        return 0
+    if args.output == "yaml":
+        print(yaml.safe_dump(doc, sort_keys=False), end="")
+        return 0
+    if not rows:
+        print("No queues are configured.")
+        return 0
+    header = ["NAME", "PARENT", "WEIGHT", "GUARANTEED", "MAX", "ALLOCATED", "PENDING", "DOMINANT-SHARE"]
+    if args.output == "wide":
+        header += ["FAIR-SHARE", "PENDING-REQUESTS", "RECLAIMED", "NAMESPACES"]
+    table = [header]
+    for r in rows:
+        line = [
+            r["name"],
+            r["parent"] or "<none>",
+            f"{r['weight']:g}",
+            _resource_cell(r["guaranteed"]),
+            _resource_cell(r["max"]),
+            _resource_cell(r["allocated"]),
+            str(r["pendingPods"]),
+            f"{r['dominantShare']:.3f}",
+        ]
+        if args.output == "wide":
+            line += [
+                f"{r['fairShare']:.3f}",
+                _resource_cell(r["pending"]),
+                str(r["reclaimPreemptions"]),
+                ",".join(r["namespaces"]) or "<none>",
+            ]
+        table.append(line)
+    # Columns padded to the widest cell plus three spaces (kubectl's tabwriter).
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -197,10 +275,10 @@ def _parser() -> argparse.ArgumentParser:
     _validate_option(s)
     s.set_defaults(func=cmd_serve)
 
-    def client(name: str, help_text: str) -> argparse.ArgumentParser:
+    def client(name: str, help_text: str, outputs: tuple[str, ...] = ("text", "json")) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text)
         c.add_argument("--server", default="localhost:50051", help="Berth's gRPC address (HOST:PORT)")
-        c.add_argument("-o", "--output", choices=("text", "json"), default="text")
+        c.add_argument("-o", "--output", choices=outputs, default="text")
         c.add_argument(
             "--token-file",
             help="a file holding the bearer token for Submit/Cancel (the server's grpc.auth.tokenFile; "
@@ -210,6 +288,13 @@ def _parser() -> argparse.ArgumentParser:
 
     n = client("nodes", "list nodes with allocatable and requested resources")
     n.set_defaults(func=cmd_nodes)
+    q = client(
+        "queues",
+        "list the batch queues: quotas, usage, pending pods and shares",
+        outputs=("text", "wide", "json", "yaml"),
+    )
+    q.add_argument("name", nargs="?", help="show only this queue")
+    q.set_defaults(func=cmd_queues)
     e = client("explain", "say why each node can or cannot take a pod")
     e.add_argument("-f", "--file", required=True, help="a Pod manifest (YAML or JSON; - for stdin)")
     e.add_argument("--profile", help="the profile to judge with (default: the pod's schedulerName)")

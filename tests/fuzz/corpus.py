@@ -374,6 +374,8 @@ _BUILDERS: dict[str, Any] = {
     "Scheduler/WatchDecisions": lambda r: scheduler_pb2.WatchDecisionsRequest(
         pods=[f"fuzz/{r.choice(POD_NAMES)}"], replay=r.random() < 0.5
     ),
+    "Scheduler/ListQueues": lambda r: scheduler_pb2.ListQueuesRequest(),
+    "Scheduler/GetQueue": lambda r: scheduler_pb2.GetQueueRequest(name=r.choice(("default", "ghost", "", *NAMESPACES))),
     "Cluster/UpsertNodes": lambda r: cluster_pb2.UpsertNodesRequest(nodes=[pb_node(r) for _ in range(r.randint(1, 3))]),
     "Cluster/DeleteNodes": lambda r: cluster_pb2.DeleteNodesRequest(names=r.sample([*POOL_NAMES, "n6", "n7"], 1)),
     "Cluster/UpsertPods": lambda r: cluster_pb2.UpsertPodsRequest(pods=[_bound_pod(r) for _ in range(r.randint(1, 3))]),
@@ -416,6 +418,8 @@ _WEIGHTS = {
     "Scheduler/Submit": 8,
     "Scheduler/Cancel": 4,
     "Scheduler/WatchDecisions": 1,
+    "Scheduler/ListQueues": 1,
+    "Scheduler/GetQueue": 1,
     "Cluster/UpsertNodes": 6,
     "Cluster/DeleteNodes": 3,
     "Cluster/UpsertPods": 10,

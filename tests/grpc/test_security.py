@@ -27,6 +27,8 @@ READ_ONLY = {
     "/berth.v1.Scheduler/Preempt",
     "/berth.v1.Scheduler/Explain",
     "/berth.v1.Scheduler/WatchDecisions",
+    "/berth.v1.Scheduler/ListQueues",
+    "/berth.v1.Scheduler/GetQueue",
     "/berth.v1.Cluster/ListNodes",
 }
 

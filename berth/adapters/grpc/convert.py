@@ -25,6 +25,7 @@ from berth.api.v1 import model_pb2 as pb
 from berth.api.v1 import scheduler_pb2 as spb
 from berth.cluster import model, resources
 from berth.framework.decision import Decision, Reason
+from berth.quota import QueueStatus
 from berth.scheduling.explain import Explanation, NodeSummary
 from berth.scheduling.loop import QueueState
 
@@ -41,6 +42,7 @@ __all__ = [
     "pod_to_pb",
     "podgroup_from_pb",
     "pods_from_pb",
+    "queue_status_to_pb",
 ]
 
 T = TypeVar("T")
@@ -587,4 +589,24 @@ def node_summaries_to_pb(nodes: list[NodeSummary]) -> cpb.ListNodesResponse:
             )
             for n in nodes
         ]
+    )
+
+
+def queue_status_to_pb(q: QueueStatus, reclaims: int = 0) -> spb.QueueStatus:
+    """A batch queue's status; ``reclaims`` counts its pods evicted by reclaim."""
+    return spb.QueueStatus(
+        name=q.name,
+        parent=q.parent,
+        leaf=q.leaf,
+        guaranteed=q.guaranteed,
+        max=q.max,
+        weight=q.weight,
+        allocated=q.allocated,
+        pending_pods=q.pending_pods,
+        pending=q.pending,
+        dominant_share=q.dominant_share,
+        fair_share=q.fair_share,
+        namespaces=q.namespaces,
+        children=q.children,
+        reclaim_preemptions=reclaims,
     )

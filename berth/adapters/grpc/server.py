@@ -109,6 +109,24 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
             yield convert.decision_to_pb(decision)
 
+    async def ListQueues(
+        self, request: scheduler_pb2.ListQueuesRequest, context: Any
+    ) -> scheduler_pb2.ListQueuesResponse:
+        quota = self.core.quota
+        return scheduler_pb2.ListQueuesResponse(
+            queues=[convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0)) for q in quota.status()]
+        )
+
+    async def GetQueue(self, request: scheduler_pb2.GetQueueRequest, context: Any) -> scheduler_pb2.QueueStatus:
+        quota = self.core.quota
+        if not request.name:
+            raise errors.InvalidArgument("name: required (a queue name)")
+        q = quota.get(request.name)
+        if q is None:
+            known = ", ".join(quota.names) if quota.enabled else "none are configured"
+            raise errors.NotFound(f"queue {request.name!r} not found (queues: {known})")
+        return convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0))
+
 
 def _pod(pod: model_pb2.Pod) -> model.Pod:
     if not pod.metadata.name and not pod.metadata.uid:

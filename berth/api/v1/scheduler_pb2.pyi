@@ -857,3 +857,232 @@ class Decision(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Decision: _TypeAlias = Decision  # noqa: Y015
+
+@_typing.final
+class QueueStatus(_message.Message):
+    """---------------------------------------------------------------- queues
+
+    A batch queue and what it holds now. Amounts follow model.proto's
+    convention: int64 in each resource's canonical unit (CPU in millicores,
+    memory in bytes, extended resources as counts); a resource absent from a
+    map is zero there (and, in `max`, uncapped by this queue).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class GuaranteedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class MaxEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class AllocatedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class PendingEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARENT_FIELD_NUMBER: _builtins.int
+    LEAF_FIELD_NUMBER: _builtins.int
+    GUARANTEED_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    ALLOCATED_FIELD_NUMBER: _builtins.int
+    PENDING_PODS_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    DOMINANT_SHARE_FIELD_NUMBER: _builtins.int
+    FAIR_SHARE_FIELD_NUMBER: _builtins.int
+    NAMESPACES_FIELD_NUMBER: _builtins.int
+    CHILDREN_FIELD_NUMBER: _builtins.int
+    RECLAIM_PREEMPTIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    parent: _builtins.str
+    """"" for a root queue."""
+    leaf: _builtins.bool
+    """Only leaves hold pods (label berth.dev/queue, or namespaces)."""
+    weight: _builtins.float
+    """Share of what is above guarantees, among siblings."""
+    pending_pods: _builtins.int
+    """Pods of the subtree waiting in the scheduling queue, and their total
+    requests.
+    """
+    dominant_share: _builtins.float
+    """DRF: max over resources of allocated / cluster allocatable (not divided
+    by weight).
+    """
+    fair_share: _builtins.float
+    """The dominant share the queue is entitled to: its parent's split among
+    siblings by weight, never less than its guarantee's.
+    """
+    reclaim_preemptions: _builtins.int
+    """Pods of this queue evicted by reclaim (as the victims' queue), since the
+    process started.
+    """
+    @_builtins.property
+    def guaranteed(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Never reclaimed below this."""
+
+    @_builtins.property
+    def max(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Hard cap."""
+
+    @_builtins.property
+    def allocated(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Requests of the subtree's pods that are bound, assumed or nominated."""
+
+    @_builtins.property
+    def pending(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    @_builtins.property
+    def namespaces(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Namespace patterns whose pods default to this leaf."""
+
+    @_builtins.property
+    def children(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        parent: _builtins.str = ...,
+        leaf: _builtins.bool = ...,
+        guaranteed: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        max: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        weight: _builtins.float = ...,
+        allocated: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        pending_pods: _builtins.int = ...,
+        pending: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        dominant_share: _builtins.float = ...,
+        fair_share: _builtins.float = ...,
+        namespaces: _abc.Iterable[_builtins.str] | None = ...,
+        children: _abc.Iterable[_builtins.str] | None = ...,
+        reclaim_preemptions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "children", b"children", "dominant_share", b"dominant_share", "fair_share", b"fair_share", "guaranteed", b"guaranteed", "leaf", b"leaf", "max", b"max", "name", b"name", "namespaces", b"namespaces", "parent", b"parent", "pending", b"pending", "pending_pods", b"pending_pods", "reclaim_preemptions", b"reclaim_preemptions", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueStatus: _TypeAlias = QueueStatus  # noqa: Y015
+
+@_typing.final
+class ListQueuesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueuesRequest: _TypeAlias = ListQueuesRequest  # noqa: Y015
+
+@_typing.final
+class ListQueuesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStatus]: ...
+    def __init__(
+        self,
+        *,
+        queues: _abc.Iterable[Global___QueueStatus] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["queues", b"queues"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueuesResponse: _TypeAlias = ListQueuesResponse  # noqa: Y015
+
+@_typing.final
+class GetQueueRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetQueueRequest: _TypeAlias = GetQueueRequest  # noqa: Y015

@@ -74,6 +74,16 @@ class SchedulerStub:
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_scheduler__pb2.Decision.FromString,
                 _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/berth.v1.Scheduler/ListQueues',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
+        self.GetQueue = channel.unary_unary(
+                '/berth.v1.Scheduler/GetQueue',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.QueueStatus.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -138,6 +148,22 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueues(self, request, context):
+        """Every configured batch queue, parents before children in configuration
+        order; empty when no queues are configured.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueue(self, request, context):
+        """One queue by name; NOT_FOUND when no queue has that name. Returns the
+        queue itself (Google AIP-131, standard Get).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -180,6 +206,16 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.WatchDecisions,
                     request_deserializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.FromString,
                     response_serializer=berth_dot_v1_dot_scheduler__pb2.Decision.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.ListQueuesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'GetQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueue,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.QueueStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -398,6 +434,60 @@ class Scheduler:
             '/berth.v1.Scheduler/WatchDecisions',
             berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
             berth_dot_v1_dot_scheduler__pb2.Decision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/ListQueues',
+            berth_dot_v1_dot_scheduler__pb2.ListQueuesRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/GetQueue',
+            berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.QueueStatus.FromString,
             options,
             channel_credentials,
             insecure,

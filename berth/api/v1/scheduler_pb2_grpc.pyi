@@ -59,6 +59,14 @@ class SchedulerStub:
     """Withdraw a submitted pod that is not bound yet."""
     WatchDecisions: _grpc.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]
     """A stream of the loop's decisions as they happen."""
+    ListQueues: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]
+    """Every configured batch queue, parents before children in configuration
+    order; empty when no queues are configured.
+    """
+    GetQueue: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.GetQueueRequest, _scheduler_pb2.QueueStatus]
+    """One queue by name; NOT_FOUND when no queue has that name. Returns the
+    queue itself (Google AIP-131, standard Get).
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
@@ -85,6 +93,14 @@ class SchedulerAsyncStub(SchedulerStub):
     """Withdraw a submitted pod that is not bound yet."""
     WatchDecisions: _aio.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]  # type: ignore[assignment]
     """A stream of the loop's decisions as they happen."""
+    ListQueues: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]  # type: ignore[assignment]
+    """Every configured batch queue, parents before children in configuration
+    order; empty when no queues are configured.
+    """
+    GetQueue: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.GetQueueRequest, _scheduler_pb2.QueueStatus]  # type: ignore[assignment]
+    """One queue by name; NOT_FOUND when no queue has that name. Returns the
+    queue itself (Google AIP-131, standard Get).
+    """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -156,5 +172,25 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_scheduler_pb2.Decision], _abc.AsyncIterator[_scheduler_pb2.Decision]]:
         """A stream of the loop's decisions as they happen."""
+
+    @_abc_1.abstractmethod
+    def ListQueues(
+        self,
+        request: _scheduler_pb2.ListQueuesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.ListQueuesResponse, _abc.Awaitable[_scheduler_pb2.ListQueuesResponse]]:
+        """Every configured batch queue, parents before children in configuration
+        order; empty when no queues are configured.
+        """
+
+    @_abc_1.abstractmethod
+    def GetQueue(
+        self,
+        request: _scheduler_pb2.GetQueueRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.QueueStatus, _abc.Awaitable[_scheduler_pb2.QueueStatus]]:
+        """One queue by name; NOT_FOUND when no queue has that name. Returns the
+        queue itself (Google AIP-131, standard Get).
+        """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
