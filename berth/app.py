@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from berth import config
+from berth import config, reload
 from berth.adapters.grpc import security as grpc_security
 from berth.adapters.grpc.server import GrpcServer
 from berth.adapters.http import server as http_server
@@ -180,8 +180,11 @@ async def serve(
     kubeconfig: str | None = None,
     in_cluster: bool = False,
     stop: asyncio.Event | None = None,
+    config_file: str | Path | None = None,
 ) -> None:
-    """Run until SIGTERM/SIGINT (or ``stop`` is set), then shut down gracefully."""
+    """Run until SIGTERM/SIGINT (or ``stop`` is set), then shut down gracefully.
+    ``config_file``, where ``cfg`` came from, is re-read on change and SIGHUP
+    and its ``queues`` applied (:mod:`berth.reload`)."""
     log.info("effective configuration:\n%s", config.to_yaml(cfg))
     registry.log_available()
     kube = kubeconfig is not None or in_cluster
@@ -241,6 +244,18 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    reload_task: asyncio.Task[None] | None = None
+    if config_file is not None:
+        reloader = reload.ConfigReloader(config_file, core)
+        reload_task = asyncio.create_task(reloader.run(), name="config-reload")
+        on_hup = reloader.request
+    else:
+        # SIGHUP would otherwise end the process (its default action).
+        def on_hup() -> None:
+            log.warning("SIGHUP: no configuration file to re-read (berth serve runs without --config)")
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
     if kube_task is not None:
         waiters.append(kube_task)
@@ -249,7 +264,9 @@ async def serve(
         log.error("the Kubernetes adapter stopped: %s", kube_task.exception())
     log.info("shutting down")
     core.ready = False
-    for task in (loop_task, kube_task, *waiters):
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.remove_signal_handler(signal.SIGHUP)
+    for task in (reload_task, loop_task, kube_task, *waiters):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -70,6 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             cluster_validate=args.validate,
             kubeconfig=args.kubeconfig,
             in_cluster=args.in_cluster,
+            config_file=args.config,
         )
     )
     return 0

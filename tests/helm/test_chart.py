@@ -53,7 +53,8 @@ from tests.helm.conftest import (
 
 FULLNAME = f"{RELEASE}-berth"
 KS_NAME = f"{FULLNAME}-kube-scheduler"
-CONFIG_PATH = "/etc/berth/config.yaml"
+CONFIG_DIR = "/etc/berth/config"
+CONFIG_PATH = f"{CONFIG_DIR}/config.yaml"
 TOKEN_SECRET = f"{FULLNAME}-grpc-token"
 
 TLS = {"enabled": True}
@@ -328,6 +329,8 @@ def test_config_checksum_rolls_the_pods_only_when_the_configuration_changes(rend
     assert checksum({"config": {"podMaxBackoffSeconds": 20}}) != base
     assert checksum({"pluginConfig": [{"name": "NodeResourcesFit", "args": {}}]}) != base
     assert checksum({"tls": TLS}) != base
+    # Queues are hot-reloaded from the mounted file (berth/reload.py): no rollout.
+    assert checksum({"config": {"queues": [{"name": "research", "max": {"cpu": "8"}}]}}) == base
     # The kube-scheduler's own configuration rolls its own pods.
     ks = checksum({"role": "extender"}, KS_NAME)
     assert checksum({"role": "extender", "extender": {"weight": 3}}, KS_NAME) != ks
@@ -342,8 +345,9 @@ def test_berth_runs_with_the_rendered_configuration(render: Render, scenario: st
     r = render(SCENARIOS[scenario])
     c = container(r)
     assert [*c["command"], *c["args"]] == ["berth", "serve", "--config", CONFIG_PATH, "--in-cluster"]
+    # The whole volume, never a subPath (a subPath mount never sees a ConfigMap update).
     [mount] = [m for m in c["volumeMounts"] if m["name"] == "config"]
-    assert (mount["mountPath"], mount["subPath"], mount["readOnly"]) == (CONFIG_PATH, "config.yaml", True)
+    assert mount == {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
     volumes = {v["name"]: v for v in pod_spec(r.one("Deployment", FULLNAME))["volumes"]}
     assert volumes["config"]["configMap"]["name"] == FULLNAME
     cfg = raw_config(r)

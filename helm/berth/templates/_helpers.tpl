@@ -158,6 +158,19 @@ leaderElection, runSchedulingLoop) come last so `config` cannot override them
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* Where the BerthConfiguration ConfigMap is mounted (a directory of its own). */}}
+{{- define "berth.configDir" -}}/etc/berth/config{{- end }}
+
+{{/*
+The checksum that rolls Berth's pods: the configuration without `queues`,
+which a running Berth re-reads from the mounted file (berth/reload.py).
+*/}}
+{{- define "berth.configChecksum" -}}
+{{- $cfg := include "berth.config" . | fromYaml -}}
+{{- $_ := unset $cfg "queues" -}}
+{{- toYaml $cfg | sha256sum }}
+{{- end }}
+
 {{/* The extender role's KubeSchedulerConfiguration. */}}
 {{- define "berth.kubeSchedulerConfig" -}}
 {{- $ks := .Values.kubeScheduler -}}
@@ -247,6 +260,18 @@ httpGet:
 {{- $le := .Values.leaderElection }}
 {{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) }}
 {{- fail (printf "leaderElection: need leaseDurationSeconds (%v) > renewDeadlineSeconds (%v) > retryPeriodSeconds (%v)" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) }}
+{{- end }}
+{{- $queues := dict }}
+{{- range $i, $q := (.Values.config | default dict).queues | default list }}
+{{- if hasKey $queues $q.name }}
+{{- fail (printf "config.queues[%d].name: duplicate queue %q (also config.queues[%d])" $i $q.name (get $queues $q.name)) }}
+{{- end }}
+{{- $_ := set $queues $q.name $i }}
+{{- end }}
+{{- range $i, $q := (.Values.config | default dict).queues | default list }}
+{{- if and $q.parent (not (hasKey $queues $q.parent)) }}
+{{- fail (printf "config.queues[%d].parent: no queue named %q" $i $q.parent) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.profiles (not .Values.extender.profile) }}
 {{- $names := list }}
