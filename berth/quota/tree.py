@@ -506,12 +506,13 @@ class QueueTree:
         return not mine or self._queues[mine].spec.preemption.within_queue == "LowerPriority"
 
     def reclaim_order(self, preemptor: PodInfo, pods: Iterable[PodInfo]) -> list[PodInfo]:
-        """The pods ``preemptor`` may reclaim, best victim first: from the
-        queue furthest above its fair share, lowest priority, newest. Only pods
-        of queues (off the preemptor's path) above their guarantee."""
+        """The pods ``preemptor`` may reclaim, best victim first: those
+        already terminating, then from the queue furthest above its fair
+        share, lowest priority, newest. Only pods of queues (off the
+        preemptor's path) above their guarantee."""
         mine = self.lane_of(preemptor.pod)
         path = {a.name for a in self._queues[mine].path} if mine else set()
-        out: list[tuple[float, int, str, PodInfo]] = []
+        out: list[tuple[bool, float, int, str, PodInfo]] = []
         for v in pods:
             leaf = self.leaf_of_counted(v.uid)
             if not leaf or leaf == mine:
@@ -520,9 +521,12 @@ class QueueTree:
             if not any(self._above_guarantee(a) for a in own):
                 continue
             over = max(self.dominant_share(a) - self.fair_share(a) for a in own)
-            out.append((-over, v.priority, _invert(v.pod.metadata.creation_timestamp or ""), v))
-        out.sort(key=lambda t: t[:3])
-        return [t[3] for t in out]
+            # Pods already terminating (earlier victims) first: taking them
+            # again costs nothing, while giving them back would take a new one.
+            leaving = not v.pod.metadata.deletion_timestamp
+            out.append((leaving, -over, v.priority, _invert(v.pod.metadata.creation_timestamp or ""), v))
+        out.sort(key=lambda t: t[:4])
+        return [t[4] for t in out]
 
     def _above_guarantee(self, q: _Queue) -> bool:
         return any(used > q.guaranteed.get(name, 0) for name, used in q.usage.items() if used > 0)

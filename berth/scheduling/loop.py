@@ -442,6 +442,14 @@ class Scheduler:
         """Take back borrowed room for a pod within its queue's guarantee:
         evict the victims (as preemption does) and nominate the pod."""
         core = self.core
+        # PodEligibleToPreemptOthers, for reclaim: a pod whose victims are
+        # still terminating on its nominated node waits for them rather than
+        # taking more (whatever their priority: reclaim ignores it).
+        nominated = core.nominator.node_of(pod.uid) or pod.pod.status.nominated_node_name
+        row = snap.index.get(nominated) if nominated else None
+        info = snap.infos[row] if row is not None else None
+        if info is not None and any(p.pod.metadata.deletion_timestamp for p in info.pods.values()):
+            return None
         found = reclaim.select(fwk, state, pod, snap, failures, core.quota, core.pdbs.list())
         if found is None:
             return None

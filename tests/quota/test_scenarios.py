@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
+
 from berth.cluster import model
 from berth.framework.decision import Decision, DecisionKind
 from berth.quota import QueueSpec
@@ -263,3 +265,32 @@ async def test_explain_says_what_the_queues_hold_back_and_what_the_nodes_would_a
         assert e.summary == "0/2 nodes are available: queue c: cpu 2/1 over max. 2/2 nodes would fit the pod."
         assert [(r.plugin, r.reason) for r in e.pre_filter_reasons] == [("BerthQueues", "queue c: cpu 2/1 over max")]
         assert e.feasible_nodes == 2
+
+
+async def test_victims_still_terminating_are_waited_for_not_added_to() -> None:
+    # Kubernetes deletes victims gracefully: they stay on their node, marked
+    # for deletion, while the reclaiming pods are retried (kube-scheduler's
+    # PodEligibleToPreemptOthers keeps a preemptor from taking more).
+    cfg = make_config(queues=[{"name": "a", "guaranteed": {"cpu": "8"}}, {"name": "b", "guaranteed": {"cpu": "8"}}])
+    async with running(cfg) as berth:
+        cluster(berth)
+        berth.pods(*(queued(f"a{i}", "a") for i in range(16)))
+        await berth.settle()
+        marked: list[str] = []
+
+        async def graceful(pod: model.Pod, reason: str) -> None:
+            current = berth.cluster.pods[pod.key]
+            if current.metadata.deletion_timestamp:
+                return
+            marked.append(pod.key)
+            meta = msgspec.structs.replace(current.metadata, deletion_timestamp="2026-11-23T00:00:00Z")
+            berth.cluster.pods[pod.key] = updated = msgspec.structs.replace(current, metadata=meta)
+            berth.core.on_pod(updated, source=berth.cluster)
+
+        berth.cluster.evict = graceful  # type: ignore[method-assign]
+        berth.pods(*(queued(f"b{i}", "b") for i in range(10)))
+        await asyncio.sleep(60)  # many retries while the victims terminate
+        assert len(marked) == 8
+        berth.cluster.delete_pods(marked)
+        await berth.settle()
+        assert (bound_in(berth, "a"), bound_in(berth, "b")) == (8, 8)
