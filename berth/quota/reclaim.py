@@ -17,7 +17,7 @@ node, exactly as for priority preemption.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
@@ -41,13 +41,17 @@ class Reclaim:
     #: victim uid -> its leaf queue
     queues: dict[str, str]
 
-    def summary(self, pod: PodInfo) -> str:
-        """``waiting to reclaim 8 cpu from queue batch`` (the resources the pod requests)."""
+    def summary(self, pod: PodInfo, guaranteed: Collection[str] = ()) -> str:
+        """``waiting to reclaim 8 cpu from queue batch``: the victims' amounts
+        of what the pod requests and its queue guarantees (all it requests
+        when ``guaranteed`` is empty)."""
         total: dict[str, int] = {}
         for v in self.victims:
             for name, amount in v.requests.items():
-                if pod.requests.get(name):
+                if pod.requests.get(name) and (not guaranteed or name in guaranteed):
                     total[name] = total.get(name, 0) + amount
+        if not self.victims:
+            return "waiting for the pods reclaimed before to terminate"
         amounts = ", ".join(f"{resources.format_quantity(n, a)} {n}" for n, a in sorted(total.items()) if a)
         names = sorted(set(self.queues.values()))
         return f"waiting to reclaim {amounts or 'room'} from queue{'s' if len(names) > 1 else ''} {', '.join(names)}"
@@ -101,5 +105,7 @@ def select(
     if not found:
         return None
     best = pick_one_node(found)
-    victims = best.victims.victims
-    return Reclaim(best.node, victims, {v.uid: tree.leaf_of_counted(v.uid) for v in victims})
+    # Victims already leaving (an earlier reclaim's, still terminating) make
+    # room here too, but are neither evicted nor counted again.
+    fresh = [v for v in best.victims.victims if not tree.is_leaving(v)]
+    return Reclaim(best.node, fresh, {v.uid: tree.victim_leaf(v) for v in fresh})

@@ -11,7 +11,9 @@ Semantics, with the anchor each follows:
   passes (YuniKorn rejects an application submitted to a parent queue).
 - **Usage** of a queue: the requests (kube-scheduler's pod request rules —
   :func:`berth.cluster.resources.pod_requests`, init containers and overhead
-  included) of its subtree's pods that are bound, assumed or nominated; a
+  included) of its subtree's pods that are bound, assumed or nominated and
+  not leaving (terminating, or chosen as a reclaim victim: Volcano marks an
+  evicted task Releasing and deallocates it from its queue at once); a
   child's usage counts against every ancestor (YuniKorn).
 - **Max**: after adding a pod no queue on its path may exceed ``max``
   (YuniKorn's max, Kueue's nominalQuota+borrowingLimit, Volcano's capability).
@@ -163,6 +165,12 @@ class QueueTree:
         self._pending: dict[str, tuple[PodInfo, str]] = {}
         #: Where each counted pod's usage went, and how much.
         self._usage_of: dict[str, tuple[str, Amounts]] = {}
+        #: Reclaim victims chosen but not deleted yet: no longer counted in
+        #: their queue (Volcano's Statement.Evict marks a task Releasing and
+        #: the proportion plugin deallocates it at once), and the first to
+        #: take again, so a victim still terminating is never replaced by a
+        #: fresh one. Cleared when the pod is deleted.
+        self._leaving: set[str] = set()
         #: Everything counted on nodes, every pod (queued or not, anyone's).
         self._node_usage: Amounts = {}
         #: Called when usage drops or a waiting queue's demand leaves, so
@@ -270,7 +278,8 @@ class QueueTree:
                 for a in q.path:
                     _add(a.usage, old[1], -1)
         pi = self._placed.get(uid) or self._nominated.get(uid)
-        leaf = self.lane_of(pi.pod) if pi is not None else ""
+        leaving = pi is not None and (uid in self._leaving or bool(pi.pod.metadata.deletion_timestamp))
+        leaf = self.lane_of(pi.pod) if pi is not None and not leaving else ""
         if pi is not None and leaf:
             self._usage_of[uid] = (leaf, pi.requests)
             for a in self._queues[leaf].path:
@@ -286,6 +295,15 @@ class QueueTree:
         else:
             self._placed.pop(pi.uid, None)
         self._recount(pi.uid)
+
+    def mark_leaving(self, uid: str) -> None:
+        """``uid`` was chosen as a reclaim victim: its usage leaves its queue now."""
+        self._leaving.add(uid)
+        self._recount(uid)
+
+    def pod_deleted(self, uid: str) -> None:
+        """The pod is gone from the cluster (not merely moved in the cache)."""
+        self._leaving.discard(uid)
 
     def on_nominated(self, pi: PodInfo, node: str) -> None:
         """The nominator's listener: ``pi`` nominated to ``node`` ("" : no longer)."""
@@ -478,21 +496,41 @@ class QueueTree:
     # ------------------------------------------------------------ reclaim
 
     def may_reclaim(self, pi: PodInfo) -> bool:
-        """Whether ``pi`` may evict other queues' borrowed pods: its leaf
-        reclaims, and after it every queue on its path stays within its
-        guarantee for each guaranteed resource it requests (and it requests
-        at least one its leaf guarantees)."""
+        """Whether ``pi`` may evict other queues' borrowed pods (see
+        :meth:`reclaim_refusal`)."""
+        return not self.reclaim_refusal(pi)
+
+    def reclaim_refusal(self, pi: PodInfo) -> str:
+        """Why ``pi`` may not evict other queues' borrowed pods, "" when it
+        may: its leaf reclaims, it requests a resource its leaf guarantees,
+        and after it every queue on its path stays within its guarantee for
+        each guaranteed resource it requests. "" too for an unqueued pod
+        (nothing to say)."""
         leaf, _ = self.leaf_of(pi.pod)
         q = self._queues.get(leaf) if leaf else None
-        if q is None or not q.spec.preemption.reclaim:
-            return False
+        if q is None:
+            return "-"
+        if not q.spec.preemption.reclaim:
+            return f"queue {q.name} does not reclaim (preemption.reclaim: false)"
         if not any(pi.requests.get(n, 0) > 0 for n in q.guaranteed):
-            return False
+            return f"queue {q.name} has no guarantee for what the pod requests, so nothing is reclaimed for it"
+        # The pod's own nomination (an earlier reclaim) is already in usage.
+        own = self._usage_of.get(pi.uid)
         for a in q.path:
             for name, g in a.guaranteed.items():
-                if a.usage.get(name, 0) + pi.requests.get(name, 0) > g and pi.requests.get(name, 0) > 0:
-                    return False
-        return True
+                req = pi.requests.get(name, 0)
+                counted = (
+                    own[1].get(name, 0)
+                    if own is not None and a.name in {x.name for x in self._queues[own[0]].path}
+                    else 0
+                )
+                after = a.usage.get(name, 0) - counted + req
+                if req > 0 and after > g:
+                    return (
+                        f"queue {a.name}: {name} {_q(name, after)}/{_q(name, g)} over guaranteed, "
+                        "so nothing is reclaimed for it"
+                    )
+        return ""
 
     def within_queue(self, preemptor: PodInfo, victim: PodInfo) -> bool:
         """Whether priority preemption may take ``victim`` for ``preemptor``:
@@ -512,21 +550,23 @@ class QueueTree:
         preemptor's path) above their guarantee."""
         mine = self.lane_of(preemptor.pod)
         path = {a.name for a in self._queues[mine].path} if mine else set()
-        out: list[tuple[bool, float, int, str, PodInfo]] = []
+        out: list[tuple[bool, float, int, str, str, PodInfo]] = []
         for v in pods:
-            leaf = self.leaf_of_counted(v.uid)
+            leaf = self.victim_leaf(v)
             if not leaf or leaf == mine:
                 continue
+            # Pods already leaving (earlier victims) first: taking them again
+            # costs nothing, while giving them back would take a fresh one.
+            leaving = self.is_leaving(v)
             own = [a for a in self._queues[leaf].path if a.name not in path]
-            if not any(self._above_guarantee(a) for a in own):
+            if not leaving and not any(self._above_guarantee(a) for a in own):
                 continue
-            over = max(self.dominant_share(a) - self.fair_share(a) for a in own)
-            # Pods already terminating (earlier victims) first: taking them
-            # again costs nothing, while giving them back would take a new one.
-            leaving = not v.pod.metadata.deletion_timestamp
-            out.append((leaving, -over, v.priority, _invert(v.pod.metadata.creation_timestamp or ""), v))
-        out.sort(key=lambda t: t[:4])
-        return [t[4] for t in out]
+            over = 0.0 if leaving else max(self.dominant_share(a) - self.fair_share(a) for a in own)
+            created = _invert(v.pod.metadata.creation_timestamp or "")
+            out.append((not leaving, -over, v.priority, created, v.uid, v))
+        # The uid breaks ties: a node's pod order shifts with every update.
+        out.sort(key=lambda t: t[:5])
+        return [t[5] for t in out]
 
     def _above_guarantee(self, q: _Queue) -> bool:
         return any(used > q.guaranteed.get(name, 0) for name, used in q.usage.items() if used > 0)
@@ -540,8 +580,11 @@ class QueueTree:
         taken: dict[str, Amounts] = {}
         out: list[PodInfo] = []
         for v in ordered:
-            leaf = self.leaf_of_counted(v.uid)
+            leaf = self.victim_leaf(v)
             if not leaf:
+                continue
+            if self.is_leaving(v):  # no longer counted: taking it again takes nothing
+                out.append(v)
                 continue
             own = [a for a in self._queues[leaf].path if a.name not in path]
             ok = True
@@ -556,6 +599,22 @@ class QueueTree:
                     _add(taken.setdefault(a.name, {}), v.requests, 1)
                 out.append(v)
         return out
+
+    def is_leaving(self, v: PodInfo) -> bool:
+        """Chosen as a reclaim victim, or terminating: no longer counted."""
+        return v.uid in self._leaving or bool(v.pod.metadata.deletion_timestamp)
+
+    def victim_leaf(self, v: PodInfo) -> str:
+        """The leaf of a possible victim: where it is counted, or for one
+        leaving (no longer counted) the leaf it belongs to."""
+        leaf = self.leaf_of_counted(v.uid)
+        if not leaf and self.is_leaving(v) and (v.uid in self._placed):
+            leaf = self.lane_of(v.pod)
+        return leaf
+
+    def guaranteed_of(self, leaf: str) -> Amounts:
+        q = self._queues.get(leaf)
+        return dict(q.guaranteed) if q is not None else {}
 
     def leaf_of_counted(self, uid: str) -> str:
         """The leaf a counted (placed or nominated) pod's usage is in ("" none)."""

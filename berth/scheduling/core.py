@@ -214,6 +214,7 @@ class Core:
     def on_pod_delete(self, pod: model.Pod) -> None:
         self.pods.remove(pod)
         removed = self.cache.remove_pod(pod.metadata.uid)
+        self.quota.pod_deleted(pod.metadata.uid)
         if self.scheduler is not None:
             self.scheduler.on_pod_delete(pod, removed)
         self._cache_metrics()

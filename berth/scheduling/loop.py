@@ -438,32 +438,40 @@ class Scheduler:
 
     def _reclaim(
         self, fwk: Framework, state: fw.CycleState, pod: PodInfo, snap: NodeTable, failures: dict[int, fw.Status]
-    ) -> reclaim.Reclaim | None:
+    ) -> tuple[str, str]:
         """Take back borrowed room for a pod within its queue's guarantee:
-        evict the victims (as preemption does) and nominate the pod."""
+        evict the victims (as preemption does) and nominate the pod. Returns
+        (nominated node or "", what to say about the queues)."""
         core = self.core
+        quota = core.quota
+        refusal = quota.reclaim_refusal(pod)
+        if refusal:
+            return "", "" if refusal == "-" else refusal
         # PodEligibleToPreemptOthers, for reclaim: a pod whose victims are
         # still terminating on its nominated node waits for them rather than
         # taking more (whatever their priority: reclaim ignores it).
         nominated = core.nominator.node_of(pod.uid) or pod.pod.status.nominated_node_name
         row = snap.index.get(nominated) if nominated else None
         info = snap.infos[row] if row is not None else None
-        if info is not None and any(p.pod.metadata.deletion_timestamp for p in info.pods.values()):
-            return None
-        found = reclaim.select(fwk, state, pod, snap, failures, core.quota, core.pdbs.list())
+        if info is not None:
+            leaving = sum(1 for p in info.pods.values() if p.pod.metadata.deletion_timestamp)
+            if leaving:
+                return "", f"waiting on node {nominated} for {leaving} pod(s) to terminate"
+        found = reclaim.select(fwk, state, pod, snap, failures, quota, core.pdbs.list())
         if found is None:
-            return None
-        leaf = core.quota.lane_of(pod.pod)
+            return "", ""
+        leaf = quota.lane_of(pod.pod)
         for v in found.victims:
             reason = f"Preempted by pod {pod.uid} on node {found.node}: reclaimed for queue {leaf}"
             self.emit(Kind.PREEMPTED, v.pod, node=found.node, message=reason)
-            core.quota.count_reclaim(found.queues.get(v.uid, ""))
+            quota.count_reclaim(found.queues.get(v.uid, ""))
+            quota.mark_leaving(v.uid)
             core.client.evict(v.pod, reason)
         for other in core.nominator.pods_on(found.node):
             if other.priority < pod.priority and other.uid != pod.uid:
                 core.nominator.delete(other.uid)
                 core.client.nominate(other.pod, "")
-        return found
+        return found.node, found.summary(pod, quota.guaranteed_of(leaf))
 
     def _handle_fit_error(
         self,
@@ -487,10 +495,13 @@ class Scheduler:
                 diagnosis.post_filter_msg = res.status.message()
         if not nominated and not diagnosis.pre_filter_msg and self.core.quota.enabled:
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
-            found = self._reclaim(fwk, state, pod, snap, failures)
-            if found is not None:
-                nominated = found.node
-                diagnosis.post_filter_msg = found.summary(pod)
+            nominated, said = self._reclaim(fwk, state, pod, snap, failures)
+            if nominated:
+                diagnosis.post_filter_msg = said  # as after a preemption: what was done
+            elif said:
+                # Why the queues take nothing back for it (kube-scheduler's
+                # PostFilter message, then the queues').
+                diagnosis.post_filter_msg = f"{diagnosis.post_filter_msg} {said}.".lstrip()
         qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
         qpi.pending_plugins = set(diagnosis.pending_plugins)
         message = str(err)

@@ -4,9 +4,11 @@ the issue's scenarios (borrow then reclaim, weights, max, gangs, head of line)."
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import msgspec
+import pytest
 
 from berth.cluster import model
 from berth.framework.decision import Decision, DecisionKind
@@ -267,10 +269,17 @@ async def test_explain_says_what_the_queues_hold_back_and_what_the_nodes_would_a
         assert e.feasible_nodes == 2
 
 
-async def test_victims_still_terminating_are_waited_for_not_added_to() -> None:
-    # Kubernetes deletes victims gracefully: they stay on their node, marked
-    # for deletion, while the reclaiming pods are retried (kube-scheduler's
-    # PodEligibleToPreemptOthers keeps a preemptor from taking more).
+@pytest.mark.parametrize(
+    ("lag", "two_steps"),
+    [(0.0, False), (0.05, False), (0.0, True), (0.05, True)],
+    ids=["at-once", "after-a-round-trip", "condition-first", "condition-first-after-round-trips"],
+)
+async def test_victims_still_terminating_are_waited_for_not_added_to(lag: float, two_steps: bool) -> None:
+    # Kubernetes deletes victims gracefully, after API round trips (the
+    # DisruptionTarget patch, then the DELETE, each seen through the watch):
+    # they stay on their node while the reclaiming pods are retried. Exactly
+    # the guarantee is taken back, never a fresh victim for one leaving
+    # (kube-scheduler's PodEligibleToPreemptOthers; Volcano's Releasing).
     cfg = make_config(queues=[{"name": "a", "guaranteed": {"cpu": "8"}}, {"name": "b", "guaranteed": {"cpu": "8"}}])
     async with running(cfg) as berth:
         cluster(berth)
@@ -279,9 +288,16 @@ async def test_victims_still_terminating_are_waited_for_not_added_to() -> None:
         marked: list[str] = []
 
         async def graceful(pod: model.Pod, reason: str) -> None:
+            await asyncio.sleep(lag)
             current = berth.cluster.pods[pod.key]
             if current.metadata.deletion_timestamp:
                 return
+            if two_steps:  # the DisruptionTarget patch: an update first
+                berth.core.on_pod(current, source=berth.cluster)
+                await asyncio.sleep(lag)
+                current = berth.cluster.pods[pod.key]
+                if current.metadata.deletion_timestamp:
+                    return
             marked.append(pod.key)
             meta = msgspec.structs.replace(current.metadata, deletion_timestamp="2026-11-23T00:00:00Z")
             berth.cluster.pods[pod.key] = updated = msgspec.structs.replace(current, metadata=meta)
@@ -291,6 +307,11 @@ async def test_victims_still_terminating_are_waited_for_not_added_to() -> None:
         berth.pods(*(queued(f"b{i}", "b") for i in range(10)))
         await asyncio.sleep(60)  # many retries while the victims terminate
         assert len(marked) == 8
+        assert all(not berth.cluster.pods[k].metadata.deletion_timestamp for k in berth.bound() if k not in marked)
+        waiting = berth.decision("default/b0").message
+        assert re.search(r"waiting on node n0 for \d pod\(s\) to terminate\.$", waiting), waiting
         berth.cluster.delete_pods(marked)
         await berth.settle()
         assert (bound_in(berth, "a"), bound_in(berth, "b")) == (8, 8)
+        beyond = berth.decision("default/b9").message
+        assert beyond.endswith("queue b: cpu 9/8 over guaranteed, so nothing is reclaimed for it.")

@@ -67,6 +67,13 @@ class KubernetesSource:
         self.identity = identity
         self.scheduler_name = scheduler_name
         self._reported: dict[tuple[str, str], float] = {}
+        #: The PodScheduled message last written, by pod uid. The condition
+        #: always shows the latest reason — kube-scheduler's ``updatePod``
+        #: patches whenever the condition differs — and only events are
+        #: rate-limited: else a reason that comes back within
+        #: EVENT_REPEAT_SECONDS (quota, then nodes, then quota) would leave
+        #: the condition showing the one in between.
+        self._condition: dict[str, str] = {}
 
     # Pods of this source are the API server's: they are created and deleted
     # there (kubectl, controllers), never by Berth's clients.
@@ -140,26 +147,33 @@ class KubernetesSource:
         await self._patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")
 
     async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
-        key = (pod.metadata.uid, message)
+        uid = pod.metadata.uid
+        if self._condition.get(uid) != message:
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": _now(),
+            }
+            if await self._patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of"):
+                self._condition.pop(uid, None)  # re-inserted last: the dict is in order of use
+                self._condition[uid] = message
+                if len(self._condition) > 10000:  # pods gone long ago; forgetting one costs one patch
+                    self._condition = dict(list(self._condition.items())[-5000:])
+        key = (uid, message)
         now = time.monotonic()
         if now - self._reported.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
             return
         self._reported[key] = now
         if len(self._reported) > 10000:
             self._reported = {k: t for k, t in self._reported.items() if now - t < EVENT_REPEAT_SECONDS}
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": _now(),
-        }
-        await self._patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of")
         await self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
-    async def _patch_status(self, pod: model.Pod, status: dict[str, Any], what: str) -> None:
-        """Strategic-merge ``status`` into the pod's status; a pod already gone is fine."""
+    async def _patch_status(self, pod: model.Pod, status: dict[str, Any], what: str) -> bool:
+        """Strategic-merge ``status`` into the pod's status; a pod already
+        gone is fine. False when the API refused it or went away."""
         md = pod.metadata
         try:
             await self.core_v1.patch_namespaced_pod_status(
@@ -168,8 +182,11 @@ class KubernetesSource:
         except ApiException as e:
             if e.status != 404:
                 log.warning("%s %s: %s", what, pod.key, e.reason)
+                return False
         except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the API server went away: best effort
             log.warning("%s %s: %s", what, pod.key, e)
+            return False
+        return True
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
