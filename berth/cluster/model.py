@@ -25,6 +25,7 @@ __all__ = [
     "Container",
     "ContainerImage",
     "ContainerPort",
+    "ContainerResourceClaim",
     "LabelSelector",
     "LabelSelectorRequirement",
     "Namespace",
@@ -42,6 +43,8 @@ __all__ = [
     "PodAffinityTerm",
     "PodDisruptionBudget",
     "PodGroup",
+    "PodResourceClaim",
+    "PodResourceClaimStatus",
     "PodSpec",
     "PodStatus",
     "PreferredSchedulingTerm",
@@ -192,9 +195,18 @@ class ContainerPort(_K8s):
     host_ip: str = msgspec.field(default="", name="hostIP")
 
 
+class ContainerResourceClaim(_K8s):
+    """core/v1 ``ResourceClaim`` in ``resources.claims``: one of the pod's claims
+    (by its name in ``spec.resourceClaims``) the container uses."""
+
+    name: str
+    request: str = ""
+
+
 class ResourceRequirements(_K8s):
     requests: ResourceList = {}
     limits: ResourceList = {}
+    claims: list[ContainerResourceClaim] = []
 
 
 class Container(_K8s):
@@ -207,6 +219,22 @@ class Container(_K8s):
 
 class SchedulingGate(_K8s):
     name: str
+
+
+class PodResourceClaim(_K8s):
+    """A pod's reference to a DRA ResourceClaim: by name, or a template from
+    which kube-controller-manager creates one (``status.resourceClaimStatuses``)."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_K8s):
+    """The claim generated for a templated ``spec.resourceClaims`` entry (None: none needed)."""
+
+    name: str
+    resource_claim_name: str | None = None
 
 
 class PodSpec(_K8s):
@@ -225,11 +253,13 @@ class PodSpec(_K8s):
     scheduling_gates: list[SchedulingGate] = []
     host_network: bool = False
     resources: ResourceRequirements | None = None
+    resource_claims: list[PodResourceClaim] = []
 
 
 class PodStatus(_K8s):
     phase: str = ""
     nominated_node_name: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
 
 
 class Pod(_K8s):

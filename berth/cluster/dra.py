@@ -1,0 +1,363 @@
+"""Dynamic Resource Allocation objects: ``resource.k8s.io/v1`` as of Kubernetes v1.34.
+
+Field for field the structs of ``k8s.io/api/resource/v1/types.go`` (v0.34.4)
+that scheduling reads, in the style of :mod:`berth.cluster.model`: camelCase
+on the wire, snake_case in Python, unknown keys ignored, so the API server's
+JSON (and a manifest) decodes straight into them with ``msgspec``.
+
+What is left out, and why:
+
+- ``Device.bindingConditions`` / ``bindingFailureConditions`` / ``bindsToNode``
+  (``DRADeviceBindingConditions``), ``allowMultipleAllocations`` and the
+  capacity ``requestPolicy`` / request ``capacity`` (``DRAConsumableCapacity``)
+  and ``DeviceConstraint.distinctAttribute``: alpha in v1.34 and off by
+  default; they are decoded where cheap so a device that uses them can be
+  recognised, but the allocator (:mod:`berth.dra`) treats them as the
+  feature-gate-off allocator does.
+- ``ResourceSlice.spec.sharedCounters`` / ``Device.consumesCounters`` /
+  per-device node selection (``DRAPartitionableDevices``, alpha): decoded; a
+  device that consumes counters is never allocated and a slice with
+  ``perDeviceNodeSelection`` is skipped, as upstream does with the gate off.
+- ``ResourceClaimStatus.devices`` (device status written by drivers) and
+  ``AllocationResult.allocationTimestamp``: not read by the scheduler.
+
+Resource quantities stay as written ("40Gi", 8); :mod:`berth.cluster.resources`
+parses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from berth.cluster import model
+
+__all__ = [
+    "ALLOCATION_MODE_ALL",
+    "ALLOCATION_MODE_EXACT_COUNT",
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "CONFIG_SOURCE_CLAIM",
+    "CONFIG_SOURCE_CLASS",
+    "DELETE_PROTECTION_FINALIZER",
+    "RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE",
+    "AllocationResult",
+    "CELDeviceSelector",
+    "Counter",
+    "CounterSet",
+    "Device",
+    "DeviceAllocationConfiguration",
+    "DeviceAllocationResult",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceClaim",
+    "DeviceClaimConfiguration",
+    "DeviceClass",
+    "DeviceClassConfiguration",
+    "DeviceClassSpec",
+    "DeviceConfiguration",
+    "DeviceConstraint",
+    "DeviceCounterConsumption",
+    "DeviceRequest",
+    "DeviceRequestAllocationResult",
+    "DeviceSelector",
+    "DeviceSubRequest",
+    "DeviceTaint",
+    "DeviceToleration",
+    "ExactDeviceRequest",
+    "OpaqueDeviceConfiguration",
+    "ResourceClaim",
+    "ResourceClaimConsumerReference",
+    "ResourceClaimSpec",
+    "ResourceClaimStatus",
+    "ResourceClaimTemplate",
+    "ResourceClaimTemplateSpec",
+    "ResourcePool",
+    "ResourceSlice",
+    "ResourceSliceSpec",
+]
+
+API_VERSION = "resource.k8s.io/v1"
+
+#: ``DeviceAllocationMode`` values (an empty mode means ExactCount).
+ALLOCATION_MODE_EXACT_COUNT = "ExactCount"
+ALLOCATION_MODE_ALL = "All"
+
+#: ``AllocationConfigSource`` values.
+CONFIG_SOURCE_CLASS = "FromClass"
+CONFIG_SOURCE_CLAIM = "FromClaim"
+
+#: ``resourceapi.AllocationResultsMaxSize``: at most this many devices per claim.
+ALLOCATION_RESULTS_MAX_SIZE = 32
+#: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers.
+RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE = 256
+#: ``resourceapi.Finalizer``: set by the scheduler before it writes an allocation.
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
+    """Base: camelCase keys, unknown keys ignored, defaults omitted on encode."""
+
+
+# ---------------------------------------------------------------- slices
+
+
+class ResourcePool(_K8s):
+    name: str
+    generation: int = 0
+    resource_slice_count: int = 0
+
+
+class DeviceAttribute(_K8s):
+    """Exactly one of the values is set (API validation); ``version`` is semver 2.0."""
+
+    int_value: int | None = msgspec.field(default=None, name="int")
+    bool_value: bool | None = msgspec.field(default=None, name="bool")
+    string_value: str | None = msgspec.field(default=None, name="string")
+    version_value: str | None = msgspec.field(default=None, name="version")
+
+
+class DeviceCapacity(_K8s):
+    value: model.Quantity
+    #: ``DRAConsumableCapacity`` (alpha): decoded, not used.
+    request_policy: dict[str, Any] | None = None
+
+
+class Counter(_K8s):
+    value: model.Quantity
+
+
+class CounterSet(_K8s):
+    name: str
+    counters: dict[str, Counter] = {}
+
+
+class DeviceCounterConsumption(_K8s):
+    counter_set: str
+    counters: dict[str, Counter] = {}
+
+
+class DeviceTaint(_K8s):
+    key: str
+    effect: str
+    value: str = ""
+    time_added: str | None = None
+
+
+class Device(_K8s):
+    name: str
+    #: Keys are QualifiedNames: ``id`` (the driver's domain) or ``domain/id``.
+    attributes: dict[str, DeviceAttribute] = {}
+    capacity: dict[str, DeviceCapacity] = {}
+    consumes_counters: list[DeviceCounterConsumption] = []
+    # Per-device node selection (only with spec.perDeviceNodeSelection).
+    node_name: str | None = None
+    node_selector: model.NodeSelector | None = None
+    all_nodes: bool | None = None
+    taints: list[DeviceTaint] = []
+    binds_to_node: bool | None = None
+    binding_conditions: list[str] = []
+    binding_failure_conditions: list[str] = []
+    allow_multiple_allocations: bool | None = None
+
+
+class ResourceSliceSpec(_K8s):
+    driver: str
+    pool: ResourcePool
+    # Exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection.
+    node_name: str | None = None
+    node_selector: model.NodeSelector | None = None
+    all_nodes: bool | None = None
+    per_device_node_selection: bool | None = None
+    devices: list[Device] = []
+    shared_counters: list[CounterSet] = []
+
+
+class ResourceSlice(_K8s, kw_only=True):
+    api_version: str = API_VERSION
+    kind: str = "ResourceSlice"
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: ResourceSliceSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# ---------------------------------------------------------------- classes
+
+
+class CELDeviceSelector(_K8s):
+    expression: str
+
+
+class DeviceSelector(_K8s):
+    #: None only for a selector kind newer than this code (the allocator refuses it).
+    cel: CELDeviceSelector | None = None
+
+
+class OpaqueDeviceConfiguration(_K8s):
+    driver: str
+    #: Any JSON object, passed to the driver as it is.
+    parameters: Any = None
+
+
+class DeviceConfiguration(_K8s):
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClassConfiguration(_K8s):
+    # ``DeviceConfiguration`` is inlined on the wire.
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClassSpec(_K8s):
+    selectors: list[DeviceSelector] = []
+    config: list[DeviceClassConfiguration] = []
+    extended_resource_name: str | None = None
+
+
+class DeviceClass(_K8s):
+    api_version: str = API_VERSION
+    kind: str = "DeviceClass"
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: DeviceClassSpec = msgspec.field(default_factory=DeviceClassSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# ---------------------------------------------------------------- claims
+
+
+class DeviceToleration(_K8s):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class ExactDeviceRequest(_K8s):
+    device_class_name: str
+    selectors: list[DeviceSelector] = []
+    #: "ExactCount" (the API server's default) or "All".
+    allocation_mode: str = ALLOCATION_MODE_EXACT_COUNT
+    #: Defaulted to 1 by the API server for ExactCount.
+    count: int = 1
+    admin_access: bool | None = None
+    tolerations: list[DeviceToleration] = []
+    #: ``DRAConsumableCapacity`` (alpha): decoded, not used.
+    capacity: dict[str, Any] | None = None
+
+
+class DeviceSubRequest(_K8s):
+    name: str
+    device_class_name: str
+    selectors: list[DeviceSelector] = []
+    allocation_mode: str = ALLOCATION_MODE_EXACT_COUNT
+    count: int = 1
+    tolerations: list[DeviceToleration] = []
+    capacity: dict[str, Any] | None = None
+
+
+class DeviceRequest(_K8s):
+    name: str
+    #: Exactly one of ``exactly`` and ``firstAvailable``.
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[DeviceSubRequest] = []
+
+
+class DeviceConstraint(_K8s):
+    #: Request names (``req`` or ``req/subreq``) the constraint applies to; empty: all.
+    requests: list[str] = []
+    #: A FullyQualifiedName ``domain/id`` all the devices must share a value of.
+    match_attribute: str | None = None
+    #: ``DRAConsumableCapacity`` (alpha): decoded, refused by the allocator.
+    distinct_attribute: str | None = None
+
+
+class DeviceClaimConfiguration(_K8s):
+    requests: list[str] = []
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClaim(_K8s):
+    requests: list[DeviceRequest] = []
+    constraints: list[DeviceConstraint] = []
+    config: list[DeviceClaimConfiguration] = []
+
+
+class ResourceClaimSpec(_K8s):
+    devices: DeviceClaim = msgspec.field(default_factory=DeviceClaim)
+
+
+class DeviceRequestAllocationResult(_K8s):
+    #: The request's name, or ``request/subrequest`` for a firstAvailable choice.
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool | None = None
+    tolerations: list[DeviceToleration] = []
+
+
+class DeviceAllocationConfiguration(_K8s):
+    #: "FromClass" or "FromClaim".
+    source: str
+    requests: list[str] = []
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceAllocationResult(_K8s):
+    results: list[DeviceRequestAllocationResult] = []
+    config: list[DeviceAllocationConfiguration] = []
+
+
+class AllocationResult(_K8s):
+    devices: DeviceAllocationResult = msgspec.field(default_factory=DeviceAllocationResult)
+    #: Where the allocated devices are reachable; None: from every node.
+    node_selector: model.NodeSelector | None = None
+    allocation_timestamp: str | None = None
+
+
+class ResourceClaimConsumerReference(_K8s):
+    api_group: str = ""
+    resource: str = "pods"
+    name: str = ""
+    uid: str = ""
+
+
+class ResourceClaimStatus(_K8s):
+    allocation: AllocationResult | None = None
+    #: At most :data:`RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE` consumers.
+    reserved_for: list[ResourceClaimConsumerReference] = []
+
+
+class ResourceClaim(_K8s):
+    api_version: str = API_VERSION
+    kind: str = "ResourceClaim"
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = msgspec.field(default_factory=ResourceClaimStatus)
+
+    @property
+    def key(self) -> str:
+        return model.pod_key(self.metadata.namespace, self.metadata.name)
+
+
+class ResourceClaimTemplateSpec(_K8s):
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: ResourceClaimSpec = msgspec.field(default_factory=ResourceClaimSpec)
+
+
+class ResourceClaimTemplate(_K8s):
+    api_version: str = API_VERSION
+    kind: str = "ResourceClaimTemplate"
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: ResourceClaimTemplateSpec = msgspec.field(default_factory=ResourceClaimTemplateSpec)
+
+    @property
+    def key(self) -> str:
+        return model.pod_key(self.metadata.namespace, self.metadata.name)
