@@ -1,14 +1,54 @@
-"""Prometheus metrics, with kube-scheduler's names where the meaning is the same
-(``pkg/scheduler/metrics/metrics.go``). One registry per process, owned by
-the core (no module-level singleton), exposed by the HTTP adapter.
+"""Prometheus metrics, with kube-scheduler's names, help, labels and buckets
+where Berth does the same thing (``pkg/scheduler/metrics/metrics.go`` at
+v1.34.4; ``tests/core/test_metrics_parity.py`` holds the comparison and the
+reasons for what is left out). What Berth adds of its own is ``berth_*``.
+
+One registry per process, owned by the core (no module-level singleton),
+exposed by the HTTP adapter. The hot paths (the loop, the framework, the
+queue) go through the small recorders below, which resolve each labelled
+child once: ``labels()`` costs more than the observation itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["Metrics"]
+__all__ = [
+    "PLUGIN_METRICS_SAMPLE_PERCENT",
+    "STATUS_CODES",
+    "Metrics",
+    "ProfileRecorder",
+    "QueueRecorder",
+    "exponential_buckets",
+]
 
+#: kube-scheduler records ``scheduler_plugin_execution_duration_seconds`` in
+#: this percentage of scheduling cycles only (``pluginMetricsSamplePercent``,
+#: ``pkg/scheduler/scheduler.go``).
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+
+#: ``Code.String()`` (``k8s.io/kube-scheduler/framework/interface.go``),
+#: indexed by :class:`berth.framework.interface.Code`'s values: the
+#: ``status``/``result`` label values.
+STATUS_CODES = ("Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", "Wait", "Skip", "Pending")
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """client_golang's ``ExponentialBuckets``, by the same repeated
+    multiplication, so the float boundaries are the same bit for bit."""
+    if count < 1 or start <= 0 or factor <= 1:
+        raise ValueError(f"exponential_buckets({start}, {factor}, {count}): need count >= 1, start > 0, factor > 1")
+    out = []
+    for _ in range(count):
+        out.append(start)
+        start *= factor
+    return tuple(out)
+
+
+# Berth's own latency buckets (the extender's requests).
 _LATENCY_BUCKETS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10)
 
 
@@ -16,29 +56,93 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # --- kube-scheduler's (metrics.go InitMetrics, in its order)
         self.schedule_attempts = Counter(
-            "scheduler_schedule_attempts",
-            "Number of attempts to schedule pods, by the result.",
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.",
             ["result", "profile"],
             registry=r,
         )
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
         self.algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
-            "Scheduling algorithm latency in seconds.",
-            buckets=_LATENCY_BUCKETS,
+            "Scheduling algorithm latency in seconds",
+            buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=exponential_buckets(1, 2, 7),
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now", registry=r
         )
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
-            "Number of pending pods, by the queue type.",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
+            "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that "
+            "the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that "
+            "the scheduler never attempted to schedule because they are gated.",
             ["queue"],
+            registry=r,
+        )
+        # Berth's "goroutines" are asyncio tasks; only the binding cycles run
+        # apart from the loop (Filter/Score are vectorised, not fanned out to
+        # workers), so operation="binding" is the one label value.
+        self.goroutines = Gauge(
+            "scheduler_goroutines",
+            "Number of running goroutines split by the work they do such as binding.",
+            ["operation"],
+            registry=r,
+        )
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might "
+            "involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=r,
+        )
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=exponential_buckets(1, 2, 5),
+            registry=r,
+        )
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=r,
+        )
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=exponential_buckets(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.queue_incoming = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
         self.cache_size = Gauge(
@@ -47,15 +151,15 @@ class Metrics:
             ["type"],
             registry=r,
         )
-        self.preemption_attempts = Counter(
-            "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=r
-        )
-        self.preemption_victims = Histogram(
-            "scheduler_preemption_victims",
-            "Number of selected preemption victims",
-            buckets=(1, 2, 4, 8, 16, 32, 64),
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all "
+            "plugins that caused it to not schedule and so this metric have meaning only when broken down by "
+            "plugin.",
+            ["plugin", "profile"],
             registry=r,
         )
+        # --- Berth's own
         self.extender_requests = Counter(
             "berth_extender_requests",
             "Extender requests served, by verb and outcome.",
@@ -69,16 +173,85 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.queue_incoming = Counter(
-            "scheduler_queue_incoming_pods",
-            "Number of pods added to scheduling queues by event and queue type.",
-            ["queue", "event"],
-            registry=r,
-        )
         for q in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(q).set(0)
+        self.goroutines.labels("binding").set(0)
 
     def set_cache_size(self, nodes: int, pods: int, assumed: int) -> None:
         self.cache_size.labels("nodes").set(nodes)
         self.cache_size.labels("pods").set(pods)
         self.cache_size.labels("assumed_pods").set(assumed)
+
+    def profile(self, name: str) -> ProfileRecorder:
+        return ProfileRecorder(self, name)
+
+
+class ProfileRecorder:
+    """The framework's metrics for one profile, children resolved once."""
+
+    __slots__ = ("_metrics", "_plugins", "_points", "profile")
+
+    def __init__(self, metrics: Metrics, profile: str) -> None:
+        self._metrics = metrics
+        self.profile = profile
+        self._points: dict[tuple[str, int], Any] = {}
+        self._plugins: dict[tuple[str, str, int], Any] = {}
+
+    def extension_point(self, point: str, code: int, seconds: float) -> None:
+        """scheduler_framework_extension_point_duration_seconds."""
+        child = self._points.get((point, code))
+        if child is None:
+            child = self._points[point, code] = self._metrics.extension_point_duration.labels(
+                point, STATUS_CODES[code], self.profile
+            )
+        child.observe(seconds)
+
+    def plugin(self, plugin: str, point: str, code: int, seconds: float) -> None:
+        """scheduler_plugin_execution_duration_seconds (in sampled cycles)."""
+        child = self._plugins.get((plugin, point, code))
+        if child is None:
+            child = self._plugins[plugin, point, code] = self._metrics.plugin_execution_duration.labels(
+                plugin, point, STATUS_CODES[code]
+            )
+        child.observe(seconds)
+
+
+class QueueRecorder:
+    """The scheduling queue's metrics; every method is a no-op without a
+    registry (the queue's own unit tests)."""
+
+    __slots__ = ("_incoming", "_metrics", "_pre_enqueue", "_unschedulable")
+
+    def __init__(self, metrics: Metrics | None) -> None:
+        self._metrics = metrics
+        self._incoming: dict[tuple[str, str], Any] = {}
+        self._unschedulable: dict[tuple[str, str], Any] = {}
+        self._pre_enqueue: dict[str, ProfileRecorder] = {}
+
+    def incoming(self, queue: str, event: str) -> None:
+        """scheduler_queue_incoming_pods_total{queue, event}."""
+        if self._metrics is None:
+            return
+        child = self._incoming.get((queue, event))
+        if child is None:
+            child = self._incoming[queue, event] = self._metrics.queue_incoming.labels(queue, event)
+        child.inc()
+
+    def unschedulable(self, plugins: Iterable[str], profile: str, delta: int) -> None:
+        """scheduler_unschedulable_pods{plugin, profile} += delta for each plugin."""
+        if self._metrics is None:
+            return
+        for plugin in plugins:
+            child = self._unschedulable.get((plugin, profile))
+            if child is None:
+                child = self._unschedulable[plugin, profile] = self._metrics.unschedulable_pods.labels(plugin, profile)
+            child.inc(delta)
+
+    def pre_enqueue(self, profile: str, code: int, seconds: float) -> None:
+        """The PreEnqueue extension point, timed by the queue as upstream's is."""
+        if self._metrics is None:
+            return
+        rec = self._pre_enqueue.get(profile)
+        if rec is None:
+            rec = self._pre_enqueue[profile] = ProfileRecorder(self._metrics, profile)
+        rec.extension_point("PreEnqueue", code, seconds)

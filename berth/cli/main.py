@@ -1,6 +1,6 @@
 """The ``berth`` command: ``serve`` runs the service; ``nodes``, ``queues``,
-``explain`` and ``submit`` are gRPC clients of a running Berth (``--server
-HOST:PORT``)."""
+``explain``, ``submit`` and ``cancel`` are gRPC clients of a running Berth
+(``--server HOST:PORT``, with ``--tls``/``--ca-file``/... for a TLS port)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import yaml
 from berth import config
 from berth.adapters.grpc import convert
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
-from berth.cli import submit
-from berth.cli.common import CliError, call, channel
+from berth.cli import common, extras, inspect, submit
+from berth.cli.common import CliError, call, connect
 from berth.cluster import manifests, resources
 
 __all__ = ["main"]
@@ -80,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
-    with channel(args.server, args.token_file) as ch:
+    with connect(args) as ch:
         resp = call(cluster_pb2_grpc.ClusterStub(ch).ListNodes, cluster_pb2.ListNodesRequest(), args.server)
     rows = [
         {
@@ -97,16 +97,31 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    header = f"{'NAME':<24} {'CPU(req/alloc)':>18} {'MEMORY(req/alloc)':>22} {'PODS':>6}  TAINTS"
-    print(header)
-    for n, r in zip(resp.nodes, rows, strict=True):
-        cpu = f"{resources.format_quantity('cpu', n.requested.get('cpu', 0))}/{r['allocatable'].get('cpu', '0')}"
-        mem = (
-            f"{resources.format_quantity('memory', n.requested.get('memory', 0))}/{r['allocatable'].get('memory', '0')}"
-        )
-        flag = " (cordoned)" if n.unschedulable else ""
-        print(f"{n.name + flag:<24} {cpu:>18} {mem:>22} {n.pods:>6}  {','.join(r['taints'])}")
+    common.print_table(_node_table(resp.nodes))
     return 0
+
+
+def _node_table(nodes: Sequence[cluster_pb2.NodeSummary]) -> list[list[str]]:
+    """kubectl get's shape: CPU, memory, then a column per extended resource
+    any node offers (nvidia.com/gpu, ...), each as requested/allocatable in
+    Kubernetes quantities; ``-`` where a node has none of it."""
+    extended = sorted({k for n in nodes for k in n.allocatable if resources.is_extended(k)})
+    columns = [resources.CPU, resources.MEMORY, *extended]
+    table = [["NAME", *(f"{c.upper()}(REQ/ALLOC)" for c in columns), "PODS", "TAINTS"]]
+    for n in nodes:
+        cells = [n.name + (" (cordoned)" if n.unschedulable else "")]
+        for c in columns:
+            if c not in n.allocatable and c not in n.requested:
+                cells.append("-")
+                continue
+            used = resources.format_quantity(c, n.requested.get(c, 0))
+            cells.append(f"{used}/{resources.format_quantity(c, n.allocatable.get(c, 0))}")
+        max_pods = n.allocatable.get(resources.PODS)
+        cells.append(f"{n.pods}/{max_pods}" if max_pods is not None else str(n.pods))
+        taints = [f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in n.taints]
+        cells.append(",".join(taints) or "<none>")
+        table.append(cells)
+    return table
 
 
 def _queue_row(q: scheduler_pb2.QueueStatus) -> dict[str, Any]:
@@ -136,7 +151,7 @@ def _resource_cell(amounts: dict[str, str]) -> str:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    with channel(args.server, args.token_file) as ch:
+    with connect(args) as ch:
         stub = scheduler_pb2_grpc.SchedulerStub(ch)
         if args.name:
             queues = [call(stub.GetQueue, scheduler_pb2.GetQueueRequest(name=args.name), args.server)]
@@ -177,10 +192,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
                 ",".join(r["namespaces"]) or "<none>",
             ]
         table.append(line)
-    # Columns padded to the widest cell plus three spaces (kubectl's tabwriter).
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    common.print_table(table)
     return 0
 
 
@@ -196,7 +208,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if len(m.pods) != 1:
         raise CliError(f"{args.file}: expected exactly one Pod, found {len(m.pods)}")
     req = scheduler_pb2.ExplainRequest(pod=convert.pod_to_pb(m.pods[0]), profile=args.profile or "")
-    with channel(args.server, args.token_file) as ch:
+    with connect(args) as ch:
         resp = call(scheduler_pb2_grpc.SchedulerStub(ch).Explain, req, args.server)
     nodes = [
         {
@@ -278,13 +290,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def client(name: str, help_text: str, outputs: tuple[str, ...] = ("text", "json")) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text)
-        c.add_argument("--server", default="localhost:50051", help="Berth's gRPC address (HOST:PORT)")
         c.add_argument("-o", "--output", choices=outputs, default="text")
-        c.add_argument(
-            "--token-file",
-            help="a file holding the bearer token for Submit/Cancel (the server's grpc.auth.tokenFile; "
-            "default: $BERTH_TOKEN)",
-        )
+        common.add_connection_options(c)
         return c
 
     n = client("nodes", "list nodes with allocatable and requested resources")
@@ -303,10 +310,17 @@ def _parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_explain)
     sm = client("submit", "hand pods (and PodGroups) to Berth's scheduling loop")
     sm.add_argument("-f", "--file", required=True, help="manifests (YAML or JSON; - for stdin)")
-    sm.add_argument("--wait", action="store_true", help="wait until every pod is decided")
-    sm.add_argument("--timeout", type=float, default=60.0, help="seconds to wait with --wait")
+    sm.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow each pod to its final outcome (Scheduled, Rejected, Cancelled or Preempted), through "
+        "nomination and preemption; exit 1 when one ended without a node, 2 when --timeout passed first",
+    )
+    sm.add_argument("--timeout", type=float, default=60.0, help="seconds to wait with --wait (default 60)")
     _validate_option(sm)
     sm.set_defaults(func=cmd_submit)
+    extras.register(sub, client, p)
+    inspect.register(sub, client, _validate_option)
     return p
 
 

@@ -4,14 +4,23 @@
 The vectorised twist: ``run_filter`` hands every plugin all candidate rows at
 once and keeps, per row, the first plugin that rejected it — which is what
 kube-scheduler's per-node loop that stops at the first failure yields.
+
+Metrics as upstream records them: each extension point's duration
+(``scheduler_framework_extension_point_duration_seconds``) in the scheduling
+loop's cycles, and each plugin's (``scheduler_plugin_execution_duration_seconds``)
+in the sampled ones (:class:`CycleMetrics`). A Filter plugin runs once per
+batch of nodes here, so its duration is the batch's, not one node's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Sequence
-from typing import Any
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,8 +30,16 @@ from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.framework.handle import Handle
+from berth.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
 
-__all__ = ["PRE_FILTER_PLUGINS_WITH_NODES", "FilterOutcome", "Framework", "ScoreOutcome"]
+__all__ = [
+    "CYCLE_METRICS",
+    "PRE_FILTER_PLUGINS_WITH_NODES",
+    "CycleMetrics",
+    "FilterOutcome",
+    "Framework",
+    "ScoreOutcome",
+]
 
 #: The PreFilter plugins whose result narrowed this cycle's node set, sorted:
 #: RunPreFilterPlugins' ``pluginsWithNodes`` (v1.34), which the FitError
@@ -33,6 +50,102 @@ log = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(slots=True)
+class CycleMetrics:
+    """What the scheduling loop's cycle records (:meth:`Framework.begin_cycle`).
+    States without it — Explain, whatif, the extender's verbs, a preemption
+    check's own — record nothing."""
+
+    #: This cycle is one of the sampled ones: time every plugin
+    #: (``state.SetRecordPluginMetrics(rand.Intn(100) < pluginMetricsSamplePercent)``).
+    plugins: bool
+    #: Time the extension points. Off once the cycle failed Filter: what runs
+    #: Filter after that is preemption's (or reclaim's) dry runs, which
+    #: upstream does not count as the Filter extension point either.
+    points: bool = True
+
+
+CYCLE_METRICS: fw.StateKey[CycleMetrics] = fw.StateKey("CycleMetrics")
+
+
+def _extension_point(
+    point: str, code_of: Callable[[Any], int]
+) -> Callable[
+    [Callable[Concatenate[Framework, fw.CycleState, P], R]], Callable[Concatenate[Framework, fw.CycleState, P], R]
+]:
+    """Time a ``run_*`` method as the extension point ``point`` in the loop's cycles."""
+
+    def wrap(
+        fn: Callable[Concatenate[Framework, fw.CycleState, P], R],
+    ) -> Callable[Concatenate[Framework, fw.CycleState, P], R]:
+        @functools.wraps(fn)
+        def timed(self: Framework, state: fw.CycleState, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            cm = state.get(CYCLE_METRICS)
+            if cm is None or not cm.points:
+                return fn(self, state, *args, **kwargs)
+            started = time.perf_counter()
+            code: int = fw.Code.ERROR
+            try:
+                out = fn(self, state, *args, **kwargs)
+                code = code_of(out)
+                return out
+            finally:
+                self.metrics.extension_point(point, code, time.perf_counter() - started)
+
+        return timed
+
+    return wrap
+
+
+def _extension_point_async(
+    point: str,
+) -> Callable[
+    [Callable[Concatenate[Framework, fw.CycleState, P], Awaitable[fw.Status]]],
+    Callable[Concatenate[Framework, fw.CycleState, P], Awaitable[fw.Status]],
+]:
+    """:func:`_extension_point` for the binding cycle's coroutines."""
+
+    def wrap(
+        fn: Callable[Concatenate[Framework, fw.CycleState, P], Awaitable[fw.Status]],
+    ) -> Callable[Concatenate[Framework, fw.CycleState, P], Awaitable[fw.Status]]:
+        @functools.wraps(fn)
+        async def timed(self: Framework, state: fw.CycleState, /, *args: P.args, **kwargs: P.kwargs) -> fw.Status:
+            cm = state.get(CYCLE_METRICS)
+            if cm is None or not cm.points:
+                return await fn(self, state, *args, **kwargs)
+            started = time.perf_counter()
+            code = fw.Code.ERROR
+            try:
+                st = await fn(self, state, *args, **kwargs)
+                code = st.code
+                return st
+            finally:
+                self.metrics.extension_point(point, code, time.perf_counter() - started)
+
+        return timed
+
+    return wrap
+
+
+def _sampled(state: fw.CycleState) -> bool:
+    cm = state.get(CYCLE_METRICS)
+    return cm is not None and cm.plugins
+
+
+def _success(_: object) -> int:
+    return fw.Code.SUCCESS
+
+
+def _status_code(st: fw.Status) -> int:
+    return st.code
+
+
+def _first_status_code(out: tuple[fw.Status, Any]) -> int:
+    return out[0].code
 
 
 @dataclasses.dataclass(slots=True)
@@ -84,6 +197,11 @@ class Framework:
         self.handle = handle
         self.resolved = resolved
         handle.runner = self
+        self.metrics = handle.metrics.profile(self.name)
+        # Which cycles are sampled for plugin durations; its own generator,
+        # so sampling never shifts the scheduling's seeded randomness.
+        self._sample_rng = random.Random()
+        self.plugin_metrics_sample_percent = PLUGIN_METRICS_SAMPLE_PERCENT
         self.plugins: dict[str, Any] = registry.build(resolved, handle)
 
         def at(point: str) -> list[Any]:
@@ -121,14 +239,34 @@ class Framework:
         return out
 
     def run_pre_enqueue(self, pod: PodInfo) -> fw.Status:
+        # The queue times the extension point; the plugins are sampled per
+        # call, as upstream's queue does (runPreEnqueuePlugins).
+        sample = self._sample_rng.randrange(100) < self.plugin_metrics_sample_percent
         for p in self.pre_enqueue:
+            started = time.perf_counter() if sample else 0.0
             st = p.pre_enqueue(pod)
+            if sample:
+                self.metrics.plugin(p.NAME, "PreEnqueue", st.code, time.perf_counter() - started)
             if not st.ok:
                 return st.with_plugin(p.NAME)
         return fw.SUCCESS
 
+    # ------------------------------------------------------------ metrics
+
+    def begin_cycle(self, state: fw.CycleState) -> None:
+        """Make ``state`` a scheduling cycle's, whose extension points are
+        timed and, in a sample of cycles, its plugins."""
+        state.write(CYCLE_METRICS, CycleMetrics(self._sample_rng.randrange(100) < self.plugin_metrics_sample_percent))
+
+    def dry_runs_follow(self, state: fw.CycleState) -> None:
+        """The cycle's own extension points are over (see :class:`CycleMetrics`)."""
+        cm = state.get(CYCLE_METRICS)
+        if cm is not None:
+            cm.points = False
+
     # ------------------------------------------------------------ filtering
 
+    @_extension_point("PreFilter", _first_status_code)
     def run_pre_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable
     ) -> tuple[fw.Status, frozenset[str] | None]:
@@ -140,9 +278,13 @@ class Framework:
         """
         allowed: frozenset[str] | None = None
         with_nodes: set[str] = set()
+        sample = _sampled(state)
         for p in self.pre_filter:
+            started = time.perf_counter() if sample else 0.0
             res = p.pre_filter(state, pod, nodes)
             st = res.status
+            if sample:
+                self.metrics.plugin(p.NAME, "PreFilter", st.code, time.perf_counter() - started)
             if st.code == fw.Code.SKIP:
                 state.skip_filter.add(p.NAME)
                 continue
@@ -164,6 +306,7 @@ class Framework:
                     return fw.Status.unresolvable(msg, plugin=p.NAME), None
         return fw.SUCCESS, allowed
 
+    @_extension_point("Filter", _success)
     def run_filter(
         self,
         state: fw.CycleState,
@@ -178,13 +321,18 @@ class Framework:
         reason = np.full(n, -1, dtype=np.int32)
         statuses: list[fw.Status] = []
         extra: dict[int, list[fw.Status]] | None = {} if all_reasons else None
+        sample = _sampled(state)
         for p in self.filter:
             if p.NAME in state.skip_filter:
                 continue
             if not all_reasons and not ok.any():
                 break
+            started = time.perf_counter() if sample else 0.0
             v = p.filter(state, pod, nodes, rows)
             bad = ~v.ok
+            if sample:
+                code = fw.Code.UNSCHEDULABLE if bad.all() else fw.Code.SUCCESS
+                self.metrics.plugin(p.NAME, "Filter", code, time.perf_counter() - started)
             if not bad.any():
                 continue
             base = len(statuses)
@@ -199,6 +347,7 @@ class Framework:
                     extra.setdefault(int(rows[k]), []).append(statuses[idx])
         return FilterOutcome(rows, ok, reason, statuses, extra)
 
+    @_extension_point("PostFilter", lambda res: res.status.code)
     def run_post_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
@@ -207,9 +356,14 @@ class Framework:
         nominated = ""
         reasons: list[str] = []
         rejector = ""
+        self.dry_runs_follow(state)
+        sample = _sampled(state)
         for p in self.post_filter:
+            started = time.perf_counter() if sample else 0.0
             res = p.post_filter(state, pod, nodes, failures)
             st = res.status
+            if sample:
+                self.metrics.plugin(p.NAME, "PostFilter", st.code, time.perf_counter() - started)
             if st.ok:
                 return res
             if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE or not st.is_rejection:
@@ -221,24 +375,39 @@ class Framework:
 
     # ------------------------------------------------------------ scoring
 
+    @_extension_point("PreScore", _status_code)
     def run_pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
+        sample = _sampled(state)
         for p in self.pre_score:
+            started = time.perf_counter() if sample else 0.0
             st = p.pre_score(state, pod, nodes, rows)
+            if sample:
+                self.metrics.plugin(p.NAME, "PreScore", st.code, time.perf_counter() - started)
             if st.code == fw.Code.SKIP:
                 state.skip_score.add(p.NAME)
             elif not st.ok:
                 return st.with_plugin(p.NAME)
         return fw.SUCCESS
 
+    @_extension_point("Score", _success)
     def run_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> ScoreOutcome:
         total = np.zeros(len(rows), dtype=np.int64)
         by_plugin: dict[str, IntArray] = {}
+        sample = _sampled(state)
         for p, weight in self._score_weights:
             if p.NAME in state.skip_score:
                 continue
+            started = time.perf_counter() if sample else 0.0
             raw = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
+            if sample:
+                self.metrics.plugin(p.NAME, "Score", fw.Code.SUCCESS, time.perf_counter() - started)
             if self._normalizes[p.NAME]:
+                started = time.perf_counter() if sample else 0.0
                 raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
+                if sample:
+                    self.metrics.plugin(
+                        p.NAME, "ScoreExtensionNormalize", fw.Code.SUCCESS, time.perf_counter() - started
+                    )
             if raw.size and (raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE):
                 # A plugin bug, never the request's fault (in-tree plugins keep
                 # their range for any request): not a ValueError, which edges
@@ -258,25 +427,40 @@ class Framework:
 
     # ------------------------------------------------------------ reserve & permit
 
+    @_extension_point("Reserve", _status_code)
     def run_reserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        sample = _sampled(state)
         for p in self.reserve:
+            started = time.perf_counter() if sample else 0.0
             st = p.reserve(state, pod, node)
+            if sample:
+                self.metrics.plugin(p.NAME, "Reserve", st.code, time.perf_counter() - started)
             if not st.ok:
                 return st.with_plugin(p.NAME)
         return fw.SUCCESS
 
+    @_extension_point("Unreserve", _success)
     def run_unreserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> None:
+        sample = _sampled(state)
         for p in reversed(self.reserve):
+            started = time.perf_counter() if sample else 0.0
             try:
                 p.unreserve(state, pod, node)
             except Exception:
                 log.exception("Unreserve %s failed for %s", p.NAME, pod.key)
+            if sample:
+                self.metrics.plugin(p.NAME, "Unreserve", fw.Code.SUCCESS, time.perf_counter() - started)
 
+    @_extension_point("Permit", _first_status_code)
     def run_permit(self, state: fw.CycleState, pod: PodInfo, node: str) -> tuple[fw.Status, dict[str, float]]:
         """Success, or Wait with per-plugin timeouts, or the first rejection."""
         waits: dict[str, float] = {}
+        sample = _sampled(state)
         for p in self.permit:
+            started = time.perf_counter() if sample else 0.0
             st, timeout = p.permit(state, pod, node)
+            if sample:
+                self.metrics.plugin(p.NAME, "Permit", st.code, time.perf_counter() - started)
             if st.code == fw.Code.WAIT:
                 waits[p.NAME] = timeout
             elif not st.ok:
@@ -287,26 +471,41 @@ class Framework:
 
     # ------------------------------------------------------------ binding cycle
 
+    @_extension_point_async("PreBind")
     async def run_pre_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        sample = _sampled(state)
         for p in self.pre_bind:
             if p.NAME in state.skip_pre_bind:
                 continue
+            started = time.perf_counter() if sample else 0.0
             st = await p.pre_bind(state, pod, node)
+            if sample:
+                self.metrics.plugin(p.NAME, "PreBind", st.code, time.perf_counter() - started)
             if not st.ok:
                 return st.with_plugin(p.NAME)
         return fw.SUCCESS
 
+    @_extension_point_async("Bind")
     async def run_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        sample = _sampled(state)
         for p in self.bind:
+            started = time.perf_counter() if sample else 0.0
             st = await p.bind(state, pod, node)
+            if sample:
+                self.metrics.plugin(p.NAME, "Bind", st.code, time.perf_counter() - started)
             if st.code == fw.Code.SKIP:
                 continue
             return st if st.ok else st.with_plugin(p.NAME)
         return fw.Status.error("no bind plugin bound the pod")
 
+    @_extension_point("PostBind", _success)
     def run_post_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> None:
+        sample = _sampled(state)
         for p in self.post_bind:
+            started = time.perf_counter() if sample else 0.0
             try:
                 p.post_bind(state, pod, node)
             except Exception:
                 log.exception("PostBind %s failed for %s", p.NAME, pod.key)
+            if sample:
+                self.metrics.plugin(p.NAME, "PostBind", fw.Code.SUCCESS, time.perf_counter() - started)

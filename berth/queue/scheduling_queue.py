@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
+from berth.metrics import Metrics, QueueRecorder
 from berth.queue.nominator import Nominator
 
 __all__ = ["Lanes", "SchedulingQueue"]
@@ -67,6 +68,34 @@ _COUNT_KEYS = {
 }
 _PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
 
+# scheduler_queue_incoming_pods_total's event labels for the queue's own
+# moves (``pkg/scheduler/framework/events.go``, v1.34); a cluster event's
+# label is ``ClusterEvent.Label()``: resource then action ("NodeAdd").
+EVENT_POD_ADD = "UnschedulablePodAdd"
+EVENT_POD_UPDATE = "UnschedulablePodUpdate"
+EVENT_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+EVENT_BACKOFF_COMPLETE = "BackoffComplete"
+EVENT_FORCE_ACTIVATE = "ForceActivate"
+EVENT_UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+
+
+def event_label(event: fw.ClusterEvent) -> str:
+    """``ClusterEvent.Label()``: the custom label, else resource + action
+    ("NodeAdd", "AssignedPodDelete"); a union of update actions is "Update",
+    as upstream names its general Update type."""
+    if event.label:
+        return event.label
+    action = event.action
+    if action == fw.ActionType.ALL:
+        name = "All"
+    elif action.name is not None and "|" not in action.name:
+        name = "".join(w.capitalize() for w in action.name.split("_"))
+    elif action & fw.ActionType.UPDATE == action:
+        name = "Update"
+    else:  # e.g. ADD | UPDATE: each part, as upstream's ActionType.String() has no name for it
+        name = "|".join("".join(w.capitalize() for w in (a.name or "").split("_")) for a in action)
+    return f"{event.resource}{name}"
+
 
 class Lanes(Protocol):
     """How pending pods split into lanes (leaf queues) and which lane goes
@@ -89,6 +118,8 @@ class _Entry:
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
     lane: str = ""
+    # The plugins this pod counts for in scheduler_unschedulable_pods.
+    counted: frozenset[str] = frozenset()
 
 
 class SchedulingQueue:
@@ -107,6 +138,7 @@ class SchedulingQueue:
         on_change: Callable[[dict[str, int]], None] | None = None,
         nominator: Nominator | None = None,
         lanes: Lanes | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -134,6 +166,8 @@ class SchedulingQueue:
         self._move_request_cycle = -1
         self.nominator = nominator if nominator is not None else Nominator()
         self._closed = False
+        self._metrics = QueueRecorder(metrics)
+        self._event_labels: dict[fw.ClusterEvent, str] = {}
 
     # ------------------------------------------------------------ introspection
 
@@ -150,6 +184,10 @@ class SchedulingQueue:
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
+
+    def sort_key(self, qpi: fw.QueuedPodInfo) -> Any:
+        """The QueueSort key activeQ orders ``qpi`` by (smallest first)."""
+        return self._sort_key(qpi)
 
     def pending(self) -> Iterator[fw.QueuedPodInfo]:
         for e in self._entries.values():
@@ -188,6 +226,8 @@ class SchedulingQueue:
 
     def _forget(self, uid: str) -> _Entry | None:
         e = self._entries.pop(uid, None)
+        if e is not None:
+            self._count_rejectors(e, frozenset())
         if e is not None and e.phase is not None:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
             if e.phase == PHASE_ACTIVE:
@@ -215,7 +255,25 @@ class SchedulingQueue:
             if e.phase == PHASE_ACTIVE:
                 self._to_active(e)
 
-    def _to_active(self, e: _Entry) -> None:
+    def _count_rejectors(self, e: _Entry, plugins: frozenset[str]) -> None:
+        """scheduler_unschedulable_pods: a pod counts for the plugins that
+        rejected (or gate) it while it waits in the queue — added when it
+        comes back from an attempt or is gated, removed when it is popped
+        (``unlockedPop``) or leaves. Upstream does not remove a deleted
+        pod's count; Berth does, so the gauge never drifts."""
+        if plugins == e.counted:
+            return
+        profile = e.qpi.profile
+        self._metrics.unschedulable(e.counted - plugins, profile, -1)
+        self._metrics.unschedulable(plugins - e.counted, profile, 1)
+        e.counted = plugins
+
+    def _to_active(self, e: _Entry, event: str = "") -> None:
+        if event:
+            self._metrics.incoming("active", event)
+        if e.qpi.initial_attempt_timestamp is None:
+            # moveToActiveQ: the SLI's start, when the pod first becomes schedulable.
+            e.qpi.initial_attempt_timestamp = self._clock()
         if e.phase != PHASE_ACTIVE:
             self._set_phase(e, PHASE_ACTIVE)
         heap = self._active.get(e.lane)
@@ -224,7 +282,9 @@ class SchedulingQueue:
         heapq.heappush(heap, (self._sort_key(e.qpi), next(self._seq), e.qpi.info.uid))
         self._wakeup.set()
 
-    def _to_backoff(self, e: _Entry) -> None:
+    def _to_backoff(self, e: _Entry, event: str = "") -> None:
+        if event:
+            self._metrics.incoming("backoff", event)
         self._set_phase(e, PHASE_BACKOFF)
         heapq.heappush(self._backoff, (e.backoff_until, next(self._seq), e.qpi.info.uid))
 
@@ -233,10 +293,16 @@ class SchedulingQueue:
             return 0.0
         return float(min(self.initial_backoff * (2 ** (attempts - 1)), self.max_backoff))
 
-    def _gate_or_activate(self, e: _Entry) -> None:
+    def _gate_or_activate(self, e: _Entry, event: str) -> None:
         """Run PreEnqueue; park the pod as gated, or move it on."""
+        started = time.perf_counter()
         st = self._pre_enqueue(e.qpi.info, e.qpi.profile)
+        self._metrics.pre_enqueue(e.qpi.profile, st.code, time.perf_counter() - started)
         if not st.ok:
+            if e.phase not in _PARKED:
+                self._metrics.incoming("unschedulable", event)  # unschedulablePods.addOrUpdate
+            if st.plugin:
+                self._count_rejectors(e, e.counted | {st.plugin})
             self._set_phase(e, PHASE_GATED)
             e.qpi.gated_by = st.plugin
             e.qpi.pending_plugins = {st.plugin} if st.plugin else set()
@@ -245,9 +311,9 @@ class SchedulingQueue:
         e.qpi.gated_by = ""
         now = self._clock()
         if e.qpi.attempts and now < e.backoff_until:
-            self._to_backoff(e)
+            self._to_backoff(e, event)
         else:
-            self._to_active(e)
+            self._to_active(e, event)
 
     def add(self, pod: PodInfo, profile: str) -> None:
         """A new pending pod (or a newer version of one the queue holds)."""
@@ -259,7 +325,7 @@ class SchedulingQueue:
         qpi = fw.QueuedPodInfo(info=pod, timestamp=self._clock(), profile=profile)
         e = self._entries[uid] = _Entry(qpi, None)
         self._enter(e)
-        self._gate_or_activate(e)
+        self._gate_or_activate(e, EVENT_POD_ADD)
         self._changed()
 
     def update(self, pod: PodInfo) -> None:
@@ -274,7 +340,7 @@ class SchedulingQueue:
         elif e.phase in (PHASE_GATED, PHASE_UNSCHEDULABLE):
             # kube-scheduler: an update to an unschedulable pod may make it
             # schedulable (isPodUpdated); a gated pod is re-checked.
-            self._gate_or_activate(e)
+            self._gate_or_activate(e, EVENT_POD_UPDATE)
         self._changed()
 
     def delete(self, uid: str) -> None:
@@ -287,7 +353,10 @@ class SchedulingQueue:
         for uid in uids:
             e = self._entries.get(uid)
             if e is not None and e.phase in (PHASE_UNSCHEDULABLE, PHASE_BACKOFF, PHASE_GATED):
-                self._gate_or_activate(e) if e.phase == PHASE_GATED else self._to_active(e)
+                if e.phase == PHASE_GATED:
+                    self._gate_or_activate(e, EVENT_FORCE_ACTIVATE)
+                else:
+                    self._to_active(e, EVENT_FORCE_ACTIVATE)
         self._changed()
 
     def add_unschedulable(self, qpi: fw.QueuedPodInfo, cycle: int, *, error: bool = False) -> None:
@@ -298,10 +367,13 @@ class SchedulingQueue:
             return  # deleted meanwhile, or re-added by an update
         now = self._clock()
         e.backoff_until = now + self._backoff_duration(qpi.attempts)
+        if not error:
+            self._count_rejectors(e, frozenset(qpi.unschedulable_plugins | qpi.pending_plugins))
         if error or self._move_request_cycle >= cycle:
             # An error, or a cluster event arrived while this pod was in flight.
-            self._to_backoff(e)
+            self._to_backoff(e, EVENT_ATTEMPT_FAILURE)
         else:
+            self._metrics.incoming("unschedulable", EVENT_ATTEMPT_FAILURE)
             self._set_phase(e, PHASE_UNSCHEDULABLE)
             e.unschedulable_since = now
         self._changed()
@@ -347,17 +419,20 @@ class SchedulingQueue:
         self._move_request_cycle = self.scheduling_cycle
         moved = 0
         now = self._clock()
+        label = ""
         for e in list(self._parked.values()):
             if not self._interested(e.qpi, event) or (pred is not None and not pred(e.qpi)):
                 continue
+            if not label:
+                label = self._event_labels.get(event) or self._event_labels.setdefault(event, event_label(event))
             if e.phase == PHASE_GATED:
-                self._gate_or_activate(e)
+                self._gate_or_activate(e, label)
                 moved += e.phase != PHASE_GATED
                 continue
             if now < e.backoff_until:
-                self._to_backoff(e)
+                self._to_backoff(e, label)
             else:
-                self._to_active(e)
+                self._to_active(e, label)
             moved += 1
         if moved:
             self._changed()
@@ -371,14 +446,14 @@ class SchedulingQueue:
             _, _, uid = heapq.heappop(self._backoff)
             e = self._entries.get(uid)
             if e is not None and e.phase == PHASE_BACKOFF and e.backoff_until <= now:
-                self._to_active(e)
+                self._to_active(e, EVENT_BACKOFF_COMPLETE)
                 moved = True
         for e in list(self._parked.values()):
             if e.phase == PHASE_UNSCHEDULABLE and now - e.unschedulable_since >= self.max_in_unschedulable:
                 if now < e.backoff_until:
-                    self._to_backoff(e)
+                    self._to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 else:
-                    self._to_active(e)
+                    self._to_active(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 moved = True
         if moved:
             self._changed()
@@ -403,8 +478,7 @@ class SchedulingQueue:
                 continue  # stale heap entry
             self._set_phase(e, PHASE_IN_FLIGHT)
             e.qpi.attempts += 1
-            if e.qpi.initial_attempt_timestamp is None:
-                e.qpi.initial_attempt_timestamp = self._clock()
+            self._count_rejectors(e, frozenset())
             self.scheduling_cycle += 1
             self._changed()
             return e.qpi

@@ -56,6 +56,11 @@ class WaitingPods:
     def uids(self) -> list[str]:
         return list(self._pods)
 
+    def deadline(self, uid: str) -> float | None:
+        """The event-loop time at which the pod's first wait times out (None: not waiting)."""
+        w = self._pods.get(uid)
+        return min((t.when() for t in w.timers), default=None) if w is not None else None
+
     def allow(self, uid: str, plugin: str) -> None:
         w = self._pods.get(uid)
         if w is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from berth import metrics
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model
@@ -106,6 +107,7 @@ class Scheduler:
             on_change=self._queue_metrics,
             nominator=core.nominator,
             lanes=core.quota,
+            metrics=core.metrics,
         )
         core.quota.on_release = self._quota_released
         self._release_pending = False
@@ -114,6 +116,9 @@ class Scheduler:
         self._last_message: dict[str, str] = {}
         self._pending_gauges: list[tuple[str, Any]] | None = None
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._sli_children: dict[str, Any] = {}
+        # scheduler_goroutines{operation="binding"}: the binding cycles in flight, read at scrape time.
+        core.metrics.goroutines.labels("binding").set_function(lambda: len(self._binding))
 
     # ------------------------------------------------------------ metrics & decisions
 
@@ -137,6 +142,19 @@ class Scheduler:
             )
         children[0].inc()
         children[1].observe(time.perf_counter() - started)
+
+    def _count_scheduled(self, qpi: fw.QueuedPodInfo) -> None:
+        """A pod bound (bindingCycle): its attempts, and the SLI latency from
+        when it first entered activeQ, by attempts capped at "15+"."""
+        m = self.core.metrics
+        m.pod_scheduling_attempts.observe(qpi.attempts)
+        if qpi.initial_attempt_timestamp is None:
+            return
+        label = "15+" if qpi.attempts >= 15 else str(qpi.attempts)
+        child = self._sli_children.get(label)
+        if child is None:
+            child = self._sli_children[label] = m.pod_scheduling_sli_duration.labels(label)
+        child.observe(self.core.clock() - qpi.initial_attempt_timestamp)
 
     def emit(
         self,
@@ -345,6 +363,7 @@ class Scheduler:
         started = time.perf_counter()
         cycle = self.queue.scheduling_cycle
         state = fw.CycleState()
+        fwk.begin_cycle(state)
         snap = core.snapshot()
         prof = core.cfg.profile(fwk.name)
         percentage = (
@@ -494,6 +513,7 @@ class Scheduler:
             elif res.status.message():
                 diagnosis.post_filter_msg = res.status.message()
         if not nominated and not diagnosis.pre_filter_msg and self.core.quota.enabled:
+            fwk.dry_runs_follow(state)
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
             nominated, said = self._reclaim(fwk, state, pod, snap, failures)
             if nominated:
@@ -569,7 +589,11 @@ class Scheduler:
     ) -> None:
         core = self.core
         try:
-            st = await permit if permit is not None else fw.SUCCESS
+            st = fw.SUCCESS
+            if permit is not None:
+                waited = core.clock()
+                st = await permit
+                core.metrics.permit_wait_duration.labels(metrics.STATUS_CODES[st.code]).observe(core.clock() - waited)
             if st.ok:
                 st = await fwk.run_pre_bind(state, pod, node)
             if st.ok:
@@ -589,8 +613,9 @@ class Scheduler:
             self._requeue(fwk, qpi, cycle, st, started)
             return
         core.cache.finish_binding(pod.uid)
-        fwk.run_post_bind(state, pod, node)
         self._count_attempt("scheduled", fwk.name, started)
+        self._count_scheduled(qpi)
+        fwk.run_post_bind(state, pod, node)
         self._last_message.pop(pod.uid, None)
         self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
         await core.client.report_scheduled(pod.pod, node)

@@ -49,11 +49,27 @@ def test_explain_sends_the_gpu_pod_to_gpu_nodes_only(server: str) -> None:
 
 
 def test_submit_wait_places_the_batch_gang_and_reports_the_gated_pod(server: str) -> None:
+    """The report pod's scheduling gate is never lifted: --wait reports it
+    Gated when the timeout passes, and exits 2 (not every pod Scheduled)."""
     addr = server.split("|")[0]
-    res = cli("submit", "-f", "examples/pods/batch.yaml", "--wait", "--timeout", "20", "--server", addr, "-o", "json")
+    res = cli(
+        "submit",
+        "-f",
+        "examples/pods/batch.yaml",
+        "--wait",
+        "--timeout",
+        "5",
+        "--server",
+        addr,
+        "-o",
+        "json",
+        check=False,
+    )
+    assert res.returncode == 2, res.stderr
     out = {r["pod"]: r for r in json.loads(res.stdout)}
     assert {out[f"batch/train-{i}"]["status"] for i in range(4)} == {"Scheduled"}
     assert out["batch/report"]["status"] == "Gated"
+    assert res.stderr == "berth: timed out after 5s waiting for batch/report (Gated)\n"
 
 
 def test_metrics_use_kube_scheduler_names(server: str) -> None:

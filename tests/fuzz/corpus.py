@@ -376,6 +376,15 @@ _BUILDERS: dict[str, Any] = {
     ),
     "Scheduler/ListQueues": lambda r: scheduler_pb2.ListQueuesRequest(),
     "Scheduler/GetQueue": lambda r: scheduler_pb2.GetQueueRequest(name=r.choice(("default", "ghost", "", *NAMESPACES))),
+    "Scheduler/ListPods": lambda r: scheduler_pb2.ListPodsRequest(
+        namespace=r.choice(("", *NAMESPACES)), phase=r.choice(("", "Active", "Bound", "Unschedulable", "Sleeping"))
+    ),
+    "Scheduler/Why": lambda r: scheduler_pb2.WhyRequest(
+        namespace=r.choice(NAMESPACES), name=r.choice(("", *POD_NAMES))
+    ),
+    "Scheduler/WhatIf": lambda r: scheduler_pb2.WhatIfRequest(
+        pod=pb_pod(r), replicas=r.choice((0, 1, 3, 20, -1, 1001))
+    ),
     "Cluster/UpsertNodes": lambda r: cluster_pb2.UpsertNodesRequest(nodes=[pb_node(r) for _ in range(r.randint(1, 3))]),
     "Cluster/DeleteNodes": lambda r: cluster_pb2.DeleteNodesRequest(names=r.sample([*POOL_NAMES, "n6", "n7"], 1)),
     "Cluster/UpsertPods": lambda r: cluster_pb2.UpsertPodsRequest(pods=[_bound_pod(r) for _ in range(r.randint(1, 3))]),
@@ -420,6 +429,9 @@ _WEIGHTS = {
     "Scheduler/WatchDecisions": 1,
     "Scheduler/ListQueues": 1,
     "Scheduler/GetQueue": 1,
+    "Scheduler/ListPods": 1,
+    "Scheduler/Why": 2,
+    "Scheduler/WhatIf": 2,
     "Cluster/UpsertNodes": 6,
     "Cluster/DeleteNodes": 3,
     "Cluster/UpsertPods": 10,

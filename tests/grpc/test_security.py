@@ -29,6 +29,9 @@ READ_ONLY = {
     "/berth.v1.Scheduler/WatchDecisions",
     "/berth.v1.Scheduler/ListQueues",
     "/berth.v1.Scheduler/GetQueue",
+    "/berth.v1.Scheduler/ListPods",
+    "/berth.v1.Scheduler/Why",
+    "/berth.v1.Scheduler/WhatIf",
     "/berth.v1.Cluster/ListNodes",
 }
 

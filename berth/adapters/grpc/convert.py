@@ -28,6 +28,8 @@ from berth.framework.decision import Decision, Reason
 from berth.quota import QueueStatus
 from berth.scheduling.explain import Explanation, NodeSummary
 from berth.scheduling.loop import QueueState
+from berth.scheduling.visibility import PodRow, Why
+from berth.scheduling.whatif import WhatIf
 
 __all__ = [
     "decision_to_pb",
@@ -39,10 +41,13 @@ __all__ = [
     "nodes_from_pb",
     "pdb_from_pb",
     "pod_from_pb",
+    "pod_rows_to_pb",
     "pod_to_pb",
     "podgroup_from_pb",
     "pods_from_pb",
     "queue_status_to_pb",
+    "whatif_to_pb",
+    "why_to_pb",
 ]
 
 T = TypeVar("T")
@@ -609,4 +614,57 @@ def queue_status_to_pb(q: QueueStatus, reclaims: int = 0) -> spb.QueueStatus:
         namespaces=q.namespaces,
         children=q.children,
         reclaim_preemptions=reclaims,
+    )
+
+
+def pod_rows_to_pb(rows: list[PodRow]) -> spb.ListPodsResponse:
+    """``berth get pods``' rows."""
+    return spb.ListPodsResponse(
+        pods=[
+            spb.PodRow(
+                namespace=r.namespace,
+                name=r.name,
+                uid=r.uid,
+                queue=r.queue,
+                phase=r.phase,
+                node=r.node,
+                nominated_node=r.nominated_node,
+                attempts=r.attempts,
+                created_ms=int(r.created * 1000),
+                reason=r.reason,
+                position=r.position,
+                priority=r.priority,
+                requests=r.requests,
+            )
+            for r in rows
+        ]
+    )
+
+
+def why_to_pb(w: Why) -> spb.WhyResponse:
+    """``berth why``'s answer."""
+    return spb.WhyResponse(
+        pod=w.pod,
+        phase=w.phase,
+        summary=w.summary,
+        blockers=[spb.Blocker(kind=b.kind, message=b.message, unblocks_when=b.unblocks_when) for b in w.blockers],
+        queue=w.queue,
+        position=w.position,
+        node=w.node,
+        closest_nodes=[spb.ClosestNode(node=n, lacks=lacks) for n, lacks in w.closest_nodes],
+    )
+
+
+def whatif_to_pb(w: WhatIf) -> spb.WhatIfResponse:
+    """``berth whatif``'s answer."""
+    return spb.WhatIfResponse(
+        pod=w.pod,
+        replicas=w.replicas,
+        fit=w.fit,
+        placements=[spb.Placement(node=p.node, preempts=p.preempts) for p in w.placements],
+        limited_by=w.limited_by,
+        queue=w.queue,
+        quota_ok=w.quota_ok,
+        quota_message=w.quota_message,
+        profile=w.profile,
     )

@@ -26,7 +26,7 @@ from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2
 from berth.cluster import model
 from berth.cluster.embedded import EmbeddedCluster
 from berth.config import GrpcConfig
-from berth.scheduling import batch, explain
+from berth.scheduling import batch, explain, visibility, whatif
 from berth.scheduling.core import Core, VerbError
 from berth.scheduling.verbs import Extender, VictimsRequest
 
@@ -126,6 +126,22 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             known = ", ".join(quota.names) if quota.enabled else "none are configured"
             raise errors.NotFound(f"queue {request.name!r} not found (queues: {known})")
         return convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0))
+
+    async def ListPods(self, request: scheduler_pb2.ListPodsRequest, context: Any) -> scheduler_pb2.ListPodsResponse:
+        rows = visibility.list_pods(
+            self.core, namespace=request.namespace or None, queue=request.queue or None, phase=request.phase or None
+        )
+        return convert.pod_rows_to_pb(rows)
+
+    async def Why(self, request: scheduler_pb2.WhyRequest, context: Any) -> scheduler_pb2.WhyResponse:
+        if not request.name:
+            raise errors.InvalidArgument("name: required (a pod name)")
+        key = model.pod_key(request.namespace or "default", request.name)
+        return convert.why_to_pb(visibility.why(self.core, key))
+
+    async def WhatIf(self, request: scheduler_pb2.WhatIfRequest, context: Any) -> scheduler_pb2.WhatIfResponse:
+        answer = whatif.whatif(self.core, _pod(request.pod), request.replicas, profile=request.profile)
+        return convert.whatif_to_pb(answer)
 
 
 def _pod(pod: model_pb2.Pod) -> model.Pod:

@@ -1086,3 +1086,388 @@ class GetQueueRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetQueueRequest: _TypeAlias = GetQueueRequest  # noqa: Y015
+
+@_typing.final
+class ListPodsRequest(_message.Message):
+    """---------------------------------------------------------------- visibility"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Only this namespace ("" every namespace)."""
+    queue: _builtins.str
+    """Only pods of this leaf queue ("" every queue)."""
+    phase: _builtins.str
+    """Only pods in this phase ("" every phase); INVALID_ARGUMENT for an
+    unknown one.
+    """
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        phase: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace", "phase", b"phase", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPodsRequest: _TypeAlias = ListPodsRequest  # noqa: Y015
+
+@_typing.final
+class PodRow(_message.Message):
+    """One pod as `berth get pods` lists it. Amounts in canonical units (CPU in
+    millicores, memory in bytes).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class RequestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    NOMINATED_NODE_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    CREATED_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    queue: _builtins.str
+    """Its leaf queue; "" when unqueued."""
+    phase: _builtins.str
+    """Gated, Active, Backoff, Unschedulable, WaitingOnPermit, Assumed, Bound
+    or Rejected (refused until the queues change: an unknown queue, a
+    request above a queue's max).
+    """
+    node: _builtins.str
+    """The node it is bound, assumed or nominated to ("" none)."""
+    nominated_node: _builtins.str
+    attempts: _builtins.int
+    created_ms: _builtins.int
+    """When Berth first saw it pending (unix milliseconds; 0 unknown)."""
+    reason: _builtins.str
+    """The last message about it (the latest decision's), "" none."""
+    position: _builtins.int
+    """1-based position among the pending pods of its queue by the profile's
+    QueueSort order; 0 when not pending.
+    """
+    priority: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        phase: _builtins.str = ...,
+        node: _builtins.str = ...,
+        nominated_node: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+        created_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        position: _builtins.int = ...,
+        priority: _builtins.int = ...,
+        requests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "created_ms", b"created_ms", "name", b"name", "namespace", b"namespace", "node", b"node", "nominated_node", b"nominated_node", "phase", b"phase", "position", b"position", "priority", b"priority", "queue", b"queue", "reason", b"reason", "requests", b"requests", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodRow: _TypeAlias = PodRow  # noqa: Y015
+
+@_typing.final
+class ListPodsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PODS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodRow]: ...
+    def __init__(
+        self,
+        *,
+        pods: _abc.Iterable[Global___PodRow] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pods", b"pods"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPodsResponse: _TypeAlias = ListPodsResponse  # noqa: Y015
+
+@_typing.final
+class WhyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """"" is "default" """
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyRequest: _TypeAlias = WhyRequest  # noqa: Y015
+
+@_typing.final
+class Blocker(_message.Message):
+    """One thing that holds a pod back."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    UNBLOCKS_WHEN_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """gate, queue, quota, gang, fit or preemption."""
+    message: _builtins.str
+    unblocks_when: _builtins.str
+    """What would let the pod run, when known ("frees when 500m cpu is
+    released on n3", "needs 2 more members of gang default/g").
+    """
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        message: _builtins.str = ...,
+        unblocks_when: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message", "unblocks_when", b"unblocks_when"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Blocker: _TypeAlias = Blocker  # noqa: Y015
+
+@_typing.final
+class ClosestNode(_message.Message):
+    """A node close to fitting the pod: it fails only for resources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    LACKS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    lacks: _builtins.str
+    """What it lacks, e.g. "lacks 500m cpu"."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        lacks: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lacks", b"lacks", "node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClosestNode: _TypeAlias = ClosestNode  # noqa: Y015
+
+@_typing.final
+class WhyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    BLOCKERS_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    CLOSEST_NODES_FIELD_NUMBER: _builtins.int
+    pod: _builtins.str
+    """NAMESPACE/NAME."""
+    phase: _builtins.str
+    summary: _builtins.str
+    """One line; for a pod no node fits, kube-scheduler's
+    "0/N nodes are available: ..." form.
+    """
+    queue: _builtins.str
+    position: _builtins.int
+    node: _builtins.str
+    """The node it is bound, assumed or waiting on."""
+    @_builtins.property
+    def blockers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Blocker]:
+        """In order: gates and gangs, queue position, quota, node fit, preemption.
+        Empty for a bound pod.
+        """
+
+    @_builtins.property
+    def closest_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClosestNode]:
+        """Up to three nodes failing only for resources, the smallest shortfall first."""
+
+    def __init__(
+        self,
+        *,
+        pod: _builtins.str = ...,
+        phase: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        blockers: _abc.Iterable[Global___Blocker] | None = ...,
+        queue: _builtins.str = ...,
+        position: _builtins.int = ...,
+        node: _builtins.str = ...,
+        closest_nodes: _abc.Iterable[Global___ClosestNode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blockers", b"blockers", "closest_nodes", b"closest_nodes", "node", b"node", "phase", b"phase", "pod", b"pod", "position", b"position", "queue", b"queue", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhyResponse: _TypeAlias = WhyResponse  # noqa: Y015
+
+@_typing.final
+class WhatIfRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    replicas: _builtins.int
+    """How many replicas to place at most; 0 places until the first that does
+    not fit (at most 1000). INVALID_ARGUMENT outside 0..1000.
+    """
+    profile: _builtins.str
+    """The profile to judge with; "" the pod's schedulerName's (else the default)."""
+    @_builtins.property
+    def pod(self) -> _model_pb2.Pod:
+        """The replica template (its name prefixes the replicas' names)."""
+
+    def __init__(
+        self,
+        *,
+        pod: _model_pb2.Pod | None = ...,
+        replicas: _builtins.int = ...,
+        profile: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod", "profile", b"profile", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfRequest: _TypeAlias = WhatIfRequest  # noqa: Y015
+
+@_typing.final
+class Placement(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    PREEMPTS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    @_builtins.property
+    def preempts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """NAMESPACE/NAME of the pods this replica would preempt there."""
+
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        preempts: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "preempts", b"preempts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Placement: _TypeAlias = Placement  # noqa: Y015
+
+@_typing.final
+class WhatIfResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    FIT_FIELD_NUMBER: _builtins.int
+    PLACEMENTS_FIELD_NUMBER: _builtins.int
+    LIMITED_BY_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    QUOTA_OK_FIELD_NUMBER: _builtins.int
+    QUOTA_MESSAGE_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    pod: _builtins.str
+    """NAMESPACE/NAME of the template."""
+    replicas: _builtins.int
+    fit: _builtins.int
+    """How many replicas fit now."""
+    limited_by: _builtins.str
+    """What stopped the count: the quota's message, the FitError message
+    ("0/N nodes are available: ..."), or "replicas".
+    """
+    queue: _builtins.str
+    """The leaf queue the replicas count in ("" unqueued)."""
+    quota_ok: _builtins.bool
+    """The batch queues' verdict on the replicas placed plus the next one."""
+    quota_message: _builtins.str
+    profile: _builtins.str
+    @_builtins.property
+    def placements(self) -> _containers.RepeatedCompositeFieldContainer[Global___Placement]:
+        """One per replica that fits, in placement order."""
+
+    def __init__(
+        self,
+        *,
+        pod: _builtins.str = ...,
+        replicas: _builtins.int = ...,
+        fit: _builtins.int = ...,
+        placements: _abc.Iterable[Global___Placement] | None = ...,
+        limited_by: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        quota_ok: _builtins.bool = ...,
+        quota_message: _builtins.str = ...,
+        profile: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fit", b"fit", "limited_by", b"limited_by", "placements", b"placements", "pod", b"pod", "profile", b"profile", "queue", b"queue", "quota_message", b"quota_message", "quota_ok", b"quota_ok", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhatIfResponse: _TypeAlias = WhatIfResponse  # noqa: Y015

@@ -84,6 +84,21 @@ class SchedulerStub:
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_scheduler__pb2.QueueStatus.FromString,
                 _registered_method=True)
+        self.ListPods = channel.unary_unary(
+                '/berth.v1.Scheduler/ListPods',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodsResponse.FromString,
+                _registered_method=True)
+        self.Why = channel.unary_unary(
+                '/berth.v1.Scheduler/Why',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.WhyRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.WhyResponse.FromString,
+                _registered_method=True)
+        self.WhatIf = channel.unary_unary(
+                '/berth.v1.Scheduler/WhatIf',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -164,6 +179,35 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPods(self, request, context):
+        """Read-only. Every pod Berth schedules (its profiles) that is pending or
+        that Berth placed, sorted by namespace then name, with its phase and its
+        position in its queue (`berth get pods`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Why(self, request, context):
+        """Read-only. Why one pod waits: everything that holds it back (gates and
+        gangs, queue position, quota, node fit, preemption in flight) and what
+        would let it run (`berth why`). NOT_FOUND for a pod Berth does not know
+        or does not schedule.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhatIf(self, request, context):
+        """Read-only. How many replicas of a pod would fit now, one after another
+        each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
+        on which nodes, by which preemptions, and what stopped the count
+        (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -216,6 +260,21 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetQueue,
                     request_deserializer=berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.FromString,
                     response_serializer=berth_dot_v1_dot_scheduler__pb2.QueueStatus.SerializeToString,
+            ),
+            'ListPods': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPods,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodsResponse.SerializeToString,
+            ),
+            'Why': grpc.unary_unary_rpc_method_handler(
+                    servicer.Why,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.WhyRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.WhyResponse.SerializeToString,
+            ),
+            'WhatIf': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhatIf,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -488,6 +547,87 @@ class Scheduler:
             '/berth.v1.Scheduler/GetQueue',
             berth_dot_v1_dot_scheduler__pb2.GetQueueRequest.SerializeToString,
             berth_dot_v1_dot_scheduler__pb2.QueueStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPods(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/ListPods',
+            berth_dot_v1_dot_scheduler__pb2.ListPodsRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.ListPodsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Why(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/Why',
+            berth_dot_v1_dot_scheduler__pb2.WhyRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.WhyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhatIf(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/WhatIf',
+            berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.FromString,
             options,
             channel_credentials,
             insecure,

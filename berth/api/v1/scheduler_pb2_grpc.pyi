@@ -67,6 +67,23 @@ class SchedulerStub:
     """One queue by name; NOT_FOUND when no queue has that name. Returns the
     queue itself (Google AIP-131, standard Get).
     """
+    ListPods: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodsRequest, _scheduler_pb2.ListPodsResponse]
+    """Read-only. Every pod Berth schedules (its profiles) that is pending or
+    that Berth placed, sorted by namespace then name, with its phase and its
+    position in its queue (`berth get pods`).
+    """
+    Why: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.WhyRequest, _scheduler_pb2.WhyResponse]
+    """Read-only. Why one pod waits: everything that holds it back (gates and
+    gangs, queue position, quota, node fit, preemption in flight) and what
+    would let it run (`berth why`). NOT_FOUND for a pod Berth does not know
+    or does not schedule.
+    """
+    WhatIf: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.WhatIfRequest, _scheduler_pb2.WhatIfResponse]
+    """Read-only. How many replicas of a pod would fit now, one after another
+    each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
+    on which nodes, by which preemptions, and what stopped the count
+    (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
@@ -100,6 +117,23 @@ class SchedulerAsyncStub(SchedulerStub):
     GetQueue: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.GetQueueRequest, _scheduler_pb2.QueueStatus]  # type: ignore[assignment]
     """One queue by name; NOT_FOUND when no queue has that name. Returns the
     queue itself (Google AIP-131, standard Get).
+    """
+    ListPods: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodsRequest, _scheduler_pb2.ListPodsResponse]  # type: ignore[assignment]
+    """Read-only. Every pod Berth schedules (its profiles) that is pending or
+    that Berth placed, sorted by namespace then name, with its phase and its
+    position in its queue (`berth get pods`).
+    """
+    Why: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.WhyRequest, _scheduler_pb2.WhyResponse]  # type: ignore[assignment]
+    """Read-only. Why one pod waits: everything that holds it back (gates and
+    gangs, queue position, quota, node fit, preemption in flight) and what
+    would let it run (`berth why`). NOT_FOUND for a pod Berth does not know
+    or does not schedule.
+    """
+    WhatIf: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.WhatIfRequest, _scheduler_pb2.WhatIfResponse]  # type: ignore[assignment]
+    """Read-only. How many replicas of a pod would fit now, one after another
+    each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
+    on which nodes, by which preemptions, and what stopped the count
+    (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
     """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
@@ -191,6 +225,41 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_scheduler_pb2.QueueStatus, _abc.Awaitable[_scheduler_pb2.QueueStatus]]:
         """One queue by name; NOT_FOUND when no queue has that name. Returns the
         queue itself (Google AIP-131, standard Get).
+        """
+
+    @_abc_1.abstractmethod
+    def ListPods(
+        self,
+        request: _scheduler_pb2.ListPodsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.ListPodsResponse, _abc.Awaitable[_scheduler_pb2.ListPodsResponse]]:
+        """Read-only. Every pod Berth schedules (its profiles) that is pending or
+        that Berth placed, sorted by namespace then name, with its phase and its
+        position in its queue (`berth get pods`).
+        """
+
+    @_abc_1.abstractmethod
+    def Why(
+        self,
+        request: _scheduler_pb2.WhyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.WhyResponse, _abc.Awaitable[_scheduler_pb2.WhyResponse]]:
+        """Read-only. Why one pod waits: everything that holds it back (gates and
+        gangs, queue position, quota, node fit, preemption in flight) and what
+        would let it run (`berth why`). NOT_FOUND for a pod Berth does not know
+        or does not schedule.
+        """
+
+    @_abc_1.abstractmethod
+    def WhatIf(
+        self,
+        request: _scheduler_pb2.WhatIfRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.WhatIfResponse, _abc.Awaitable[_scheduler_pb2.WhatIfResponse]]:
+        """Read-only. How many replicas of a pod would fit now, one after another
+        each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
+        on which nodes, by which preemptions, and what stopped the count
+        (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
         """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,522 @@
+"""Why is it waiting: one answer across queue, quota, gang and node fit.
+
+``list_pods`` is what ``berth get pods`` lists: every pod Berth schedules that
+is pending or that Berth placed, with its phase and its place in its queue.
+``why`` combines, for one pod, everything that holds it back — scheduling
+gates and gangs (PreEnqueue, Permit), its position in its queue, the batch
+queues' quota, node fit (kube-scheduler's ``0/N nodes are available: ...``
+and the nodes closest to fitting), and a preemption in flight — each with
+what would let it run when Berth can tell.
+
+Pure core: read-only (it changes nothing in the core), no transport. The
+CLI, the gRPC adapter and the dashboard use these dataclasses as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Iterable
+
+from berth.cache.infos import PodInfo
+from berth.cluster import model
+from berth.cluster.resources import format_quantity
+from berth.errors import InvalidArgument, NotFound
+from berth.framework import interface as fw
+from berth.framework.decision import Decision, DecisionKind
+from berth.framework.runtime import Framework
+from berth.quota.tree import QUOTA_PLUGIN, Verdict
+from berth.scheduling import algorithm
+from berth.scheduling.core import Core
+from berth.scheduling.loop import quota_verdict
+
+__all__ = [
+    "PHASES",
+    "Blocker",
+    "PodRow",
+    "Why",
+    "closest_nodes",
+    "fit_summary",
+    "list_pods",
+    "why",
+]
+
+PHASES = ("Gated", "Active", "Backoff", "Unschedulable", "WaitingOnPermit", "Assumed", "Bound", "Rejected")
+_PENDING = frozenset({"Gated", "Active", "Backoff", "Unschedulable", "Rejected"})
+#: How many nodes ``Why.closest_nodes`` names.
+CLOSEST = 3
+_COSCHEDULING = "Coscheduling"
+
+
+@dataclasses.dataclass(slots=True)
+class PodRow:
+    namespace: str
+    name: str
+    uid: str
+    queue: str  # leaf queue name, "" when unqueued
+    phase: str  # Gated | Active | Backoff | Unschedulable | WaitingOnPermit | Assumed | Bound | Rejected
+    node: str  # bound/assumed/nominated node ("" none)
+    nominated_node: str
+    attempts: int
+    created: float  # unix seconds when Berth first saw it pending (age = now - created)
+    reason: str  # last message (decision / unschedulable message), "" none
+    position: int  # 1-based position in its queue lane among pending pods (0 when not pending)
+    priority: int
+    requests: dict[str, int]
+
+    @property
+    def key(self) -> str:
+        return model.pod_key(self.namespace, self.name)
+
+
+@dataclasses.dataclass(slots=True)
+class Blocker:
+    kind: str  # gate | queue | quota | gang | fit | preemption
+    message: str
+    # what would let it run, when known ("frees when 3 cpu are released on node n1", "needs 2 more members of gang g")
+    unblocks_when: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class Why:
+    pod: str  # NAMESPACE/NAME
+    phase: str
+    summary: str  # one line; for a pod no node fits, kube-scheduler's "0/N nodes are available: ..." form
+    blockers: list[Blocker]
+    queue: str = ""
+    position: int = 0
+    node: str = ""
+    closest_nodes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (node, what it lacks)
+
+
+# ---------------------------------------------------------------- list_pods
+
+
+def _placed_by_berth(core: Core, pod: model.Pod) -> bool:
+    d = core.decisions.latest.get(pod.key)
+    return d is not None and d.uid == pod.metadata.uid and d.kind == DecisionKind.BOUND
+
+
+def _latest(core: Core, pod: model.Pod) -> Decision | None:
+    d = core.decisions.latest.get(pod.key)
+    return d if d is not None and d.uid == pod.metadata.uid else None
+
+
+def _rejected(d: Decision | None) -> bool:
+    """Refused for good: the last attempt's reasons are all the queues'
+    unresolvable ones (an unknown or non-leaf queue, a request above a max)
+    — waiting cannot help until the queues are changed."""
+    return (
+        d is not None
+        and d.kind == DecisionKind.UNSCHEDULABLE
+        and bool(d.reasons)
+        and all(r.unresolvable and r.plugin == QUOTA_PLUGIN for r in d.reasons)
+    )
+
+
+def _unix(ts: str | None) -> float:
+    if not ts:
+        return 0.0
+    try:
+        return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _phase(core: Core, pod: model.Pod) -> tuple[str, str]:
+    """(phase, node) of a pod Berth schedules; ("", "") when it is not one
+    ``list_pods`` shows (finished, or bound by someone else)."""
+    uid = pod.metadata.uid
+    if pod.status.phase in ("Succeeded", "Failed"):
+        return "", ""
+    if pod.spec.node_name:
+        return ("Bound", pod.spec.node_name) if _placed_by_berth(core, pod) else ("", "")
+    waiting = core.waiting.get(uid)
+    if waiting is not None:
+        return "WaitingOnPermit", waiting.pod.spec.node_name or core.cache.pod_node(uid) or ""
+    if core.cache.get_pod(uid) is not None:
+        return "Assumed", core.cache.pod_node(uid) or ""
+    sched = core.scheduler
+    if sched is None:
+        return ("Active", "") if core.responsible_for(pod) is not None else ("", "")
+    phase = sched.queue.phase(uid)
+    if not phase:
+        return "", ""
+    if phase == "InFlight":
+        phase = "Active"  # being attempted right now
+    if phase == "Unschedulable" and _rejected(_latest(core, pod)):
+        phase = "Rejected"
+    return phase, ""
+
+
+def _positions(core: Core) -> dict[str, int]:
+    """uid -> 1-based rank among the pending pods of its lane (leaf queue),
+    by the profile's QueueSort key: the order activeQ pops them in once
+    they are all active."""
+    sched = core.scheduler
+    if sched is None:
+        return {}
+    lanes: dict[str, list[fw.QueuedPodInfo]] = {}
+    for qpi in sched.queue.pending():
+        lanes.setdefault(core.quota.lane_of(qpi.pod), []).append(qpi)
+    out: dict[str, int] = {}
+    for members in lanes.values():
+        members.sort(key=lambda q: (sched.queue.sort_key(q), q.info.key))
+        for i, q in enumerate(members, 1):
+            out[q.info.uid] = i
+    return out
+
+
+def _row(core: Core, pod: model.Pod, phase: str, node: str, positions: dict[str, int]) -> PodRow:
+    uid = pod.metadata.uid
+    sched = core.scheduler
+    qpi = sched.queue.get(uid) if sched is not None else None
+    d = _latest(core, pod)
+    created = _unix(pod.metadata.creation_timestamp)
+    if qpi is not None:
+        created = time.time() - max(0.0, core.clock() - qpi.timestamp)
+    nominated = core.nominator.node_of(uid) or pod.status.nominated_node_name
+    pi = PodInfo.of(pod)
+    return PodRow(
+        namespace=pod.metadata.namespace or "default",
+        name=pod.metadata.name,
+        uid=uid,
+        queue=core.quota.leaf_of(pod)[0] if core.quota.enabled else "",
+        phase=phase,
+        node=node or nominated,
+        nominated_node=nominated,
+        attempts=qpi.attempts if qpi is not None else (d.attempts if d is not None else 0),
+        created=created,
+        reason=d.message if d is not None else "",
+        position=positions.get(uid, 0) if phase in _PENDING else 0,
+        priority=pi.priority,
+        requests=dict(pi.requests),
+    )
+
+
+def _ours(core: Core, pods: Iterable[model.Pod]) -> Iterable[tuple[model.Pod, str, str]]:
+    for pod in pods:
+        if core.responsible_for(pod) is None:
+            continue
+        phase, node = _phase(core, pod)
+        if phase:
+            yield pod, phase, node
+
+
+def list_pods(
+    core: Core, *, namespace: str | None = None, queue: str | None = None, phase: str | None = None
+) -> list[PodRow]:
+    """Every pod Berth schedules (its profiles) that is pending or was placed by it, sorted by namespace/name."""
+    if phase is not None and phase not in PHASES:
+        raise InvalidArgument(f"phase: {phase!r} is not one of {', '.join(PHASES)}")
+    pods = core.pods.all()
+    if namespace:
+        pods = [p for p in pods if (p.metadata.namespace or "default") == namespace]
+    positions = _positions(core)
+    rows = [_row(core, pod, ph, node, positions) for pod, ph, node in _ours(core, pods)]
+    rows = [r for r in rows if (queue is None or r.queue == queue) and (phase is None or r.phase == phase)]
+    rows.sort(key=lambda r: (r.namespace, r.name))
+    return rows
+
+
+# ---------------------------------------------------------------- why
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _amounts(amounts: dict[str, int]) -> str:
+    return ", ".join(f"{format_quantity(name, v)} {name}" for name, v in sorted(amounts.items()))
+
+
+def _loop_time() -> float | None:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return None
+
+
+def _gang_blockers(core: Core, pod: model.Pod, phase: str) -> list[Blocker]:
+    """Coscheduling: members present vs minMember (PreEnqueue), or placed vs
+    minMember and the time left (a member waiting at Permit)."""
+    name = pod.metadata.labels.get(model.LABEL_POD_GROUP)
+    if not name:
+        return []
+    ns = pod.metadata.namespace or "default"
+    gang = f"{ns}/{name}"
+    group = core.pod_groups.get(ns, name)
+    if group is None:
+        return [Blocker("gang", f'pod group "{gang}" not found', f"needs the PodGroup {gang} to be created")]
+    members = core.pods.in_group(ns, name)
+    need = group.spec.min_member
+    if phase == "Gated":
+        if len(members) >= need:
+            return []
+        more = need - len(members)
+        return [
+            Blocker(
+                "gang",
+                f"gang {gang} has {len(members)} of {need} required pods",
+                f"needs {_plural(more, 'more member')} of gang {gang}",
+            )
+        ]
+    placed = sum(1 for m in members if core.cache.get_pod(m.metadata.uid) is not None)
+    if placed >= need:
+        return []
+    more = need - placed
+    msg = f"gang {gang}: {placed} of {need} members placed"
+    if phase == "WaitingOnPermit":
+        msg += ", this one waiting at Permit"
+        deadline, now = core.waiting.deadline(pod.metadata.uid), _loop_time()
+        if deadline is not None and now is not None:
+            msg += f" ({max(0.0, deadline - now):.0f}s left before the gang times out)"
+    return [Blocker("gang", msg, f"needs {_plural(more, 'more member')} of gang {gang} placed")]
+
+
+def _gate_blockers(core: Core, pod: model.Pod, fwk: Framework) -> list[Blocker]:
+    st = fwk.run_pre_enqueue(PodInfo.of(pod))
+    if st.ok:
+        return []
+    if st.plugin == _COSCHEDULING:
+        return _gang_blockers(core, pod, "Gated") or [Blocker("gang", st.message())]
+    unblocks = ""
+    if pod.spec.scheduling_gates:
+        names = ", ".join(g.name for g in pod.spec.scheduling_gates)
+        unblocks = f"frees when the scheduling gates are removed ({names})"
+    return [Blocker("gate", st.message(), unblocks)]
+
+
+def _queue_blocker(core: Core, pod: model.Pod, phase: str, position: int, queue: str) -> list[Blocker]:
+    where = f"queue {queue}" if queue else "the scheduling queue"
+    sched = core.scheduler
+    qpi = sched.queue.get(pod.metadata.uid) if sched is not None else None
+    attempts = qpi.attempts if qpi is not None else 0
+    if phase == "Backoff":
+        return [
+            Blocker(
+                "queue",
+                f"backing off after {_plural(attempts, 'failed attempt')}; position {position} in {where}",
+                "retried when its backoff ends",
+            )
+        ]
+    if phase == "Active" and position > 1:
+        return [
+            Blocker(
+                "queue",
+                f"position {position} in {where} ({_plural(position - 1, 'pod')} ahead)",
+                "runs when the pods ahead of it have been attempted",
+            )
+        ]
+    return []
+
+
+def _quota_blocker(core: Core, pi: PodInfo) -> list[Blocker]:
+    if not core.quota.enabled:
+        return []
+    verdict = quota_verdict(core, pi)
+    if verdict.ok:
+        return []
+    return [Blocker("quota", verdict.message, _quota_unblocks(core, pi, verdict))]
+
+
+def _quota_unblocks(core: Core, pi: PodInfo, verdict: Verdict) -> str:
+    if not verdict.queue or not verdict.resource:
+        return "frees when the queues are changed" if verdict.unresolvable else ""
+    status = core.quota.get(verdict.queue)
+    res = verdict.resource
+    if verdict.unresolvable:
+        return f"runs only if queue {verdict.queue}'s max for {res} is raised"
+    if status is None:
+        return ""
+    demand = pi.requests.get(res, 0)
+    if "over max" in verdict.message and res in status.max:
+        name = pi.pod.metadata.labels.get(model.LABEL_POD_GROUP)
+        if name:  # a gang's members still to place count too
+            ns = pi.namespace
+            demand = sum(
+                PodInfo.of(m).requests.get(res, 0)
+                for m in core.pods.in_group(ns, name)
+                if core.cache.get_pod(m.metadata.uid) is None
+            )
+        excess = status.allocated.get(res, 0) + demand - status.max[res]
+        if excess > 0:
+            return f"frees when {format_quantity(res, excess)} {res} is released in queue {verdict.queue}"
+    return f"frees when {res} is released in the cluster or the queues waiting for their guarantee are served"
+
+
+@dataclasses.dataclass(slots=True)
+class _Fit:
+    summary: str
+    feasible: int
+    nodes: int
+    closest: list[tuple[str, str]]
+    lacks: dict[str, dict[str, int]]
+
+
+def _evaluate_fit(core: Core, fwk: Framework, pi: PodInfo) -> _Fit:
+    """PreFilter and Filter over every node, as Explain runs them: the
+    FitError summary, and the nodes failing only for resources."""
+    snap = core.snapshot()
+    rows = snap.order()
+    state = fw.CycleState()
+    diagnosis = algorithm.Diagnosis(num_all_nodes=len(rows))
+    status, allowed = fwk.run_pre_filter(state, pi, snap)
+    if not status.ok:
+        diagnosis.pre_filter_msg = status.message()
+        return _Fit(str(algorithm.FitError(pi, diagnosis)), 0, len(rows), [], {})
+    out = fwk.run_filter(state, pi, snap, rows, all_reasons=True)
+    if allowed is not None:
+        diagnosis.absent_nodes_status = fw.Status.unresolvable(algorithm.absent_nodes_reason(state))
+    feasible = 0
+    resource_only: list[int] = []
+    for k, r in enumerate(rows.tolist()):
+        name = snap.name(r)
+        if allowed is not None and name not in allowed:
+            continue
+        if out.ok[k]:
+            feasible += 1
+            continue
+        if out.statuses:
+            diagnosis.node_to_status[name] = out.statuses[int(out.reason[k])]
+        failures = out.all_failures(r)
+        if failures and all(st.plugin == "NodeResourcesFit" and st.code == fw.Code.UNSCHEDULABLE for st in failures):
+            resource_only.append(r)
+    lacks: dict[str, dict[str, int]] = {}
+    ranked: list[tuple[float, str]] = []
+    cols = snap.columns.index
+    for r in resource_only:
+        lack: dict[str, int] = {}
+        share = 0.0
+        for res, (need, _) in pi.usage.items():
+            c = cols.get(res)
+            alloc = int(snap.alloc[r, c]) if c is not None and c < snap.alloc.shape[1] else 0
+            used = int(snap.req[r, c]) if c is not None and c < snap.req.shape[1] else 0
+            short = need - (alloc - used)
+            if need > 0 and short > 0:
+                lack[res] = short
+                share += short / max(alloc, 1)
+        if lack:
+            name = snap.name(r)
+            lacks[name] = lack
+            ranked.append((share, name))
+    ranked.sort()
+    closest = [(name, "lacks " + _amounts(lacks[name])) for _, name in ranked[:CLOSEST]]
+    summary = str(algorithm.FitError(pi, diagnosis)) if feasible == 0 else f"{feasible}/{len(rows)} nodes are available"
+    return _Fit(summary, feasible, len(rows), closest, lacks)
+
+
+def fit_summary(core: Core, pod: model.Pod) -> str:
+    """The node-fit part of ``why`` alone: kube-scheduler's ``0/N nodes are
+    available: ...`` (or ``K/N nodes are available``)."""
+    fwk = core.responsible_for(pod) or core.framework_for("")
+    return _evaluate_fit(core, fwk, PodInfo.of(pod)).summary
+
+
+def closest_nodes(core: Core, pod: model.Pod) -> list[tuple[str, str]]:
+    """Up to three nodes failing only for resources, the smallest shortfall first."""
+    fwk = core.responsible_for(pod) or core.framework_for("")
+    return _evaluate_fit(core, fwk, PodInfo.of(pod)).closest
+
+
+def _fit_blocker(fit: _Fit) -> list[Blocker]:
+    if fit.feasible:
+        return []
+    unblocks = ""
+    if fit.closest:
+        name = fit.closest[0][0]
+        unblocks = f"frees when {_amounts(fit.lacks[name])} is released on {name}"
+    return [Blocker("fit", fit.summary, unblocks)]
+
+
+def _victims(core: Core, pod: model.Pod, node: str) -> list[str]:
+    """The pods preemption is waiting for on ``node``: those terminating
+    there (deletionTimestamp set), else those the decisions say were
+    preempted for it and that are still there."""
+    on_node = [
+        p
+        for p in core.pods.all()
+        if p.spec.node_name == node
+        and p.metadata.uid != pod.metadata.uid
+        and p.status.phase not in ("Succeeded", "Failed")
+    ]
+    terminating = sorted(p.key for p in on_node if p.metadata.deletion_timestamp)
+    if terminating:
+        return terminating
+    alive = {p.key for p in on_node}
+    return sorted(
+        key
+        for key, d in core.decisions.latest.items()
+        if d.kind == DecisionKind.PREEMPTED and d.node == node and key in alive
+    )
+
+
+def _preemption_blocker(core: Core, pod: model.Pod) -> list[Blocker]:
+    node = core.nominator.node_of(pod.metadata.uid) or pod.status.nominated_node_name
+    if not node:
+        return []
+    victims = _victims(core, pod, node)
+    if victims:
+        msg = f"waiting on node {node} for {_plural(len(victims), 'victim')} to terminate ({', '.join(victims[:5])})"
+        if len(victims) > 5:
+            msg = msg[:-1] + f", ... and {len(victims) - 5} more)"
+        return [Blocker("preemption", msg, f"runs on {node} once the victims are gone")]
+    return [Blocker("preemption", f"nominated to node {node}", f"runs on {node} at its next attempt")]
+
+
+def why(core: Core, key: str) -> Why:
+    """raises berth.errors.NotFound for an unknown NAMESPACE/NAME"""
+    if "/" not in key:
+        key = model.pod_key("default", key)
+    pod = core.pods.by_key(key)
+    if pod is None:
+        raise NotFound(f"pod {key} not found")
+    fwk = core.responsible_for(pod)
+    if fwk is None:
+        raise NotFound(f"pod {key} is not scheduled by Berth (schedulerName {pod.spec.scheduler_name!r})")
+    phase, node = _phase(core, pod)
+    if not phase:
+        if pod.spec.node_name:
+            return Why(key, "Bound", f"bound to {pod.spec.node_name} (not by Berth)", [], node=pod.spec.node_name)
+        return Why(key, pod.status.phase or "", f"pod {pod.status.phase.lower() or 'finished'}", [])
+    row = _row(core, pod, phase, node, _positions(core) if phase in _PENDING else {})
+    out = Why(key, phase, "", [], queue=row.queue, position=row.position, node=node)
+    if phase == "Bound":
+        out.summary = f"bound to {node}"
+        return out
+    if phase == "Assumed":
+        out.summary = f"assumed on {node}, binding"
+        return out
+    if phase == "WaitingOnPermit":
+        out.blockers = _gang_blockers(core, pod, phase) or [Blocker("gate", f"waiting at Permit on {node}")]
+        out.summary = out.blockers[0].message
+        return out
+    pi = PodInfo.of(pod)
+    blockers: list[Blocker] = []
+    if phase == "Gated":
+        blockers += _gate_blockers(core, pod, fwk)
+    blockers += _queue_blocker(core, pod, phase, row.position, row.queue)
+    blockers += _quota_blocker(core, pi)
+    fit = _evaluate_fit(core, fwk, pi)
+    blockers += _fit_blocker(fit)
+    out.closest_nodes = fit.closest if not fit.feasible else []
+    blockers += _preemption_blocker(core, pod)
+    out.blockers = blockers
+    out.summary = _summary(blockers, row, fit)
+    return out
+
+
+def _summary(blockers: list[Blocker], row: PodRow, fit: _Fit) -> str:
+    main = [b for b in blockers if b.kind != "queue"]
+    pre = next((b for b in blockers if b.kind == "preemption"), None)
+    if main:
+        first = main[0]
+        if pre is not None and first is not pre:
+            return f"{first.message}; {pre.message}"
+        return first.message
+    if blockers:
+        return blockers[0].message
+    where = f" in queue {row.queue}" if row.queue else ""
+    return f"next to be scheduled{where}; {fit.summary}"

@@ -1,0 +1,247 @@
+"""``berth submit --wait`` follows each pod to its final outcome: Scheduled,
+Rejected, Cancelled or Preempted, through nomination and preemption, or
+reports the last state when ``--timeout`` passes first."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from berth import app, config
+from berth.adapters.grpc.server import GrpcServer
+from berth.api.v1 import scheduler_pb2
+from berth.cli import main as cli
+from berth.cli import submit
+from berth.cluster import manifests
+from berth.scheduling import batch
+from berth.testing import make_node, make_pod
+from tests.grpc.conftest import Served
+
+Kind = scheduler_pb2.Decision
+
+
+@contextlib.asynccontextmanager
+async def scheduling() -> AsyncIterator[Served]:
+    """A Berth whose loop runs, on one node "a" (2 cpu) where a low-priority
+    pod already runs; backoffs short so a retried pod is retried at once."""
+    cfg = config.parse(
+        {
+            "grpc": {"host": "127.0.0.1", "port": 0},
+            "podInitialBackoffSeconds": 0.01,
+            "podMaxBackoffSeconds": 0.02,
+        }
+    )
+    async with app.running(cfg) as berth:
+        berth.cluster.upsert_nodes([make_node("a", cpu="2", memory="4Gi", pods=10)])
+        berth.cluster.upsert_pods(
+            [make_pod("low", scheduler_name="berth", node_name="a", priority=1, requests={"cpu": "2"})]
+        )
+        server = GrpcServer(berth.core, berth.extender, berth.cluster)
+        await server.start()
+        try:
+            yield Served(server, berth.core, berth.cluster)
+        finally:
+            await server.stop(0)
+
+
+def manifest(tmp_path: Path, name: str, *, priority: int = 0, **spec: Any) -> Path:
+    requests = spec.pop("requests", {"cpu": "2"})
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "schedulerName": "berth",
+            "priority": priority,
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+            **spec,
+        },
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+async def berth(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = await asyncio.to_thread(cli.main, list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+async def test_a_pod_let_in_by_the_preemption_it_triggered_ends_scheduled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its first attempt fails (the node is full) and nominates "a" after
+    evicting "low"; submit --wait follows it to the bind instead of stopping
+    at that first failure."""
+    path = manifest(tmp_path, "high", priority=100)
+    async with scheduling() as s:
+        status, out, err = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "20", "--server", s.address, "-o", "json"
+        )
+        assert s.core.decisions.latest["default/high"].kind == Kind.BOUND
+    assert status == 0, err
+    rows = {r["pod"]: r for r in json.loads(out)}
+    assert rows["default/high"] == {"pod": "default/high", "node": "a", "status": "Scheduled", "reason": ""}
+    assert rows["default/low"]["status"] == "Preempted"
+    uid = manifests.default_uid("default", "high")
+    assert rows["default/low"]["reason"] == f"Preempted by pod {uid} on node a"
+
+
+async def test_a_pod_that_never_fits_exits_2_after_the_timeout_with_its_last_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Node "a" is full with a pod of higher priority than this one: no room
+    and no victim, so every attempt fails (and could succeed once "low" leaves)."""
+    path = manifest(tmp_path, "late", requests={"cpu": "1"})
+    async with scheduling() as s:
+        status, out, err = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "1", "--server", s.address
+        )
+    assert status == 2
+    lines = out.splitlines()
+    assert lines[0].split() == ["POD", "STATUS", "NODE", "REASON"]
+    assert lines[1].split(None, 3) == [
+        "default/late",
+        "Unschedulable",
+        "-",
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+    ]
+    assert err == "berth: timed out after 1s waiting for default/late (Unschedulable)\n"
+
+
+async def test_an_unresolvable_only_verdict_is_rejected_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No node has the label: preemption cannot help, so waiting cannot either."""
+    path = manifest(tmp_path, "picky", requests={"cpu": "100m"}, nodeSelector={"disk": "ssd"})
+    async with scheduling() as s:
+        status, out, _ = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "20", "--server", s.address, "-o", "json"
+        )
+    assert status == 1
+    (row,) = json.loads(out)
+    assert row["status"] == "Rejected"
+    assert "didn't match Pod's node affinity/selector" in row["reason"]
+
+
+async def test_a_pod_cancelled_while_waited_for_ends_cancelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = manifest(tmp_path, "doomed", requests={"cpu": "1"})
+    async with scheduling() as s:
+        waiter = asyncio.create_task(
+            berth(capsys, "submit", "-f", str(path), "--wait", "--timeout", "20", "--server", s.address, "-o", "json")
+        )
+        async for _ in s.core.decisions.watch(["default/doomed"], replay=True):
+            break  # submitted, and the CLI is following it
+        assert batch.cancel(s.core, "default", "doomed").cancelled
+        status, out, _ = await waiter
+    assert status == 1
+    assert json.loads(out) == [{"pod": "default/doomed", "node": None, "status": "Cancelled", "reason": "cancelled"}]
+
+
+async def test_a_pod_refused_at_submission_exits_1_without_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second, different pod under a name the cluster already holds."""
+    path = manifest(tmp_path, "low", requests={"cpu": "1"})
+    async with scheduling() as s:
+        status, out, _ = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "20", "--server", s.address, "-o", "json"
+        )
+    assert status == 1
+    (row,) = json.loads(out)
+    assert row["status"] == "Rejected" and "already exists" in row["reason"]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1"])
+def test_a_timeout_that_is_not_positive_is_refused_before_submitting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], timeout: str
+) -> None:
+    path = manifest(tmp_path, "p")
+    # Nothing listens there: the refusal comes before any connection.
+    status = cli.main(["submit", "-f", str(path), "--wait", "--timeout", timeout, "--server", "127.0.0.1:1"])
+    assert status == 1
+    assert capsys.readouterr().err == f"berth: --timeout: must be more than 0 seconds, not {float(timeout):g}\n"
+
+
+# ---------------------------------------------------------------- one pod's decisions, in order
+
+
+def decision(kind: int, *, node: str = "", message: str = "", unresolvable: tuple[bool, ...] = ()) -> Any:
+    return scheduler_pb2.Decision(
+        kind=kind,  # type: ignore[arg-type]
+        pod="default/p",
+        uid="u",
+        node=node,
+        message=message,
+        reasons=[scheduler_pb2.PluginReason(plugin="X", reason="r", unresolvable=u) for u in unresolvable],
+    )
+
+
+FOLLOW_CASES: list[tuple[str, list[Any], tuple[str, str, str]]] = [
+    ("queued only", [decision(Kind.QUEUED)], ("Pending", "", "")),
+    (
+        "failed, nominated, retried, bound",
+        [
+            decision(Kind.NOMINATED, node="a", message="0/1 nodes: full"),
+            decision(Kind.UNSCHEDULABLE, message="0/1 nodes: full", unresolvable=(False,)),
+            decision(Kind.ASSUMED, node="a"),
+            decision(Kind.BOUND, node="a"),
+        ],
+        ("Scheduled", "a", ""),
+    ),
+    (
+        "nominated attempt's failure keeps the nomination",
+        [
+            decision(Kind.NOMINATED, node="a", message="m"),
+            decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(False,)),
+        ],
+        ("Nominated", "a", "m"),
+    ),
+    (
+        "unresolvable only",
+        [decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(True, True))],
+        ("Rejected", "", "m"),
+    ),
+    (
+        "unresolvable on some nodes only",
+        [decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(True, False))],
+        ("Unschedulable", "", "m"),
+    ),
+    ("no reasons at all (no nodes)", [decision(Kind.UNSCHEDULABLE, message="m")], ("Unschedulable", "", "m")),
+    (
+        "bind failed goes back",
+        [decision(Kind.ASSUMED, node="a"), decision(Kind.BIND_FAILED, message="x")],
+        ("Unschedulable", "", "x"),
+    ),
+    ("gated", [decision(Kind.GATED, message="gate g")], ("Gated", "", "gate g")),
+    ("cancelled", [decision(Kind.CANCELLED)], ("Cancelled", "", "cancelled")),
+    (
+        "bound stays bound",
+        [decision(Kind.BOUND, node="a"), decision(Kind.PREEMPTED, message="p")],
+        ("Scheduled", "a", ""),
+    ),
+    (
+        "preempted while binding",
+        [decision(Kind.ASSUMED, node="a"), decision(Kind.PREEMPTED, message="p")],
+        ("Preempted", "", "p"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("decisions", "want"), [c[1:] for c in FOLLOW_CASES], ids=[c[0] for c in FOLLOW_CASES])
+def test_the_outcome_follows_the_decisions(decisions: list[Any], want: tuple[str, str, str]) -> None:
+    o = submit._Outcome("default/p", "u", "Pending")
+    for d in decisions:
+        o.follow(d)
+    assert (o.status, o.node, o.reason) == want

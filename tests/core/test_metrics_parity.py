@@ -1,0 +1,417 @@
+"""Berth exposes kube-scheduler's metrics under the same names, types, labels
+and buckets where it does the same thing, and they move as upstream's do.
+
+``UPSTREAM`` is transcribed from kube-scheduler's
+``pkg/scheduler/metrics/metrics.go`` at v1.34.4 (``InitMetrics``; buckets as
+the ``metrics.ExponentialBuckets(start, factor, count)`` arguments written
+there). When the Go module cache holds that file (the e2e bed builds
+kube-scheduler from it), a test checks the table against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from berth import metrics
+from berth.cache.infos import PodInfo
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.queue import scheduling_queue
+from berth.testing import make_node, make_pod
+from tests.loop.conftest import Berth, running
+
+pytestmark = pytest.mark.looptime
+
+METRICS_GO = Path.home() / "go/pkg/mod/k8s.io/kubernetes@v1.34.4/pkg/scheduler/metrics/metrics.go"
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    name: str
+    type: str  # counter | gauge | histogram
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, float, int] | None = None  # ExponentialBuckets(start, factor, count)
+    #: Why Berth does not expose it ("" = it does).
+    missing: str = ""
+
+
+UPSTREAM = [
+    Upstream("scheduler_schedule_attempts_total", "counter", ("result", "profile")),
+    Upstream("scheduler_event_handling_duration_seconds", "histogram", ("event",), (0.0001, 2, 12),
+             missing="not instrumented: Berth's handlers (Scheduler.on_node) are not told an add from an update, "
+                     "so the event label could not say what upstream's does"),
+    Upstream("scheduler_scheduling_attempt_duration_seconds", "histogram", ("result", "profile"), (0.001, 2, 15)),
+    Upstream("scheduler_scheduling_algorithm_duration_seconds", "histogram", (), (0.001, 2, 15)),
+    Upstream("scheduler_preemption_victims", "histogram", (), (1, 2, 7)),
+    Upstream("scheduler_preemption_attempts_total", "counter"),
+    Upstream("scheduler_pending_pods", "gauge", ("queue",)),
+    Upstream("scheduler_inflight_events", "gauge", ("event",),
+             missing="QueueingHints only: Berth has no queueing hints, so no in-flight event list to measure"),
+    Upstream("scheduler_goroutines", "gauge", ("operation",)),
+    Upstream("scheduler_pod_scheduling_sli_duration_seconds", "histogram", ("attempts",), (0.01, 2, 20)),
+    Upstream("scheduler_pod_scheduling_attempts", "histogram", (), (1, 2, 5)),
+    Upstream("scheduler_framework_extension_point_duration_seconds", "histogram",
+             ("extension_point", "status", "profile"), (0.0001, 2, 12)),
+    Upstream("scheduler_plugin_execution_duration_seconds", "histogram",
+             ("plugin", "extension_point", "status"), (0.00001, 1.5, 20)),
+    Upstream("scheduler_queueing_hint_execution_duration_seconds", "histogram", ("plugin", "event", "hint"),
+             (0.00001, 1.5, 20), missing="QueueingHints only: Berth requeues by registered events, it runs no hints"),
+    Upstream("scheduler_queue_incoming_pods_total", "counter", ("queue", "event")),
+    Upstream("scheduler_permit_wait_duration_seconds", "histogram", ("result",), (0.001, 2, 15)),
+    Upstream("scheduler_cache_size", "gauge", ("type",)),
+    Upstream("scheduler_unschedulable_pods", "gauge", ("plugin", "profile")),
+    Upstream("scheduler_plugin_evaluation_total", "counter", ("plugin", "extension_point", "profile"),
+             missing="counts one plugin call per node; Berth's Filter and Score run each plugin once over every "
+                     "candidate node (vectorised), so the count would not mean the same"),
+    Upstream("scheduler_preemption_goroutines_duration_seconds", "histogram", ("result",), (0.01, 2, 20),
+             missing="SchedulerAsyncPreemption only: Berth's preemption evicts within the cycle, no goroutine"),
+    Upstream("scheduler_preemption_goroutines_execution_total", "counter", ("result",),
+             missing="SchedulerAsyncPreemption only (as above)"),
+    Upstream("scheduler_async_api_call_execution_total", "counter", ("call_type", "result"),
+             missing="SchedulerAsyncAPICalls only (off by default in v1.34); Berth's writes are not dispatched "
+                     "through such a queue"),
+    Upstream("scheduler_async_api_call_execution_duration_seconds", "histogram", ("call_type", "result"),
+             (0.001, 2, 15), missing="SchedulerAsyncAPICalls only (as above)"),
+    Upstream("scheduler_pending_async_api_calls", "gauge", ("call_type",),
+             missing="SchedulerAsyncAPICalls only (as above)"),
+]  # fmt: skip
+
+
+def go_exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """client_golang's ExponentialBuckets, written out again here."""
+    out = []
+    for _ in range(count):
+        out.append(start)
+        start *= factor
+    return out
+
+
+@dataclasses.dataclass
+class Family:
+    type: str
+    labels: set[str]
+    buckets: list[float]
+
+
+def families(registry: CollectorRegistry) -> dict[str, Family]:
+    """Exposed families by their exposition name (a counter's with ``_total``)."""
+    out: dict[str, Family] = {}
+    for fam in registry.collect():
+        name = fam.name + "_total" if fam.type == "counter" else fam.name
+        labels: set[str] = set()
+        buckets: list[float] = []
+        for s in fam.samples:
+            labels |= set(s.labels) - {"le"}
+            if s.name.endswith("_bucket") and s.labels.get("le") != "+Inf":
+                le = float(s.labels["le"])
+                if le not in buckets:
+                    buckets.append(le)
+        out[name] = Family(fam.type, labels, sorted(buckets))
+    return out
+
+
+@pytest.fixture
+def exposed() -> dict[str, Family]:
+    m = metrics.Metrics()
+    # A child of every labelled family, so it shows its label names and buckets.
+    m.schedule_attempts.labels("scheduled", "p").inc()
+    m.queue_incoming.labels("active", "UnschedulablePodAdd").inc()
+    m.unschedulable_pods.labels("x", "p").inc()
+    m.attempt_duration.labels("scheduled", "p").observe(1)
+    m.pod_scheduling_sli_duration.labels("1").observe(1)
+    m.extension_point_duration.labels("Bind", "Success", "p").observe(1)
+    m.plugin_execution_duration.labels("x", "Bind", "Success").observe(1)
+    m.permit_wait_duration.labels("Success").observe(1)
+    m.set_cache_size(1, 1, 0)
+    return families(m.registry)
+
+
+@pytest.mark.parametrize("up", [u for u in UPSTREAM if not u.missing], ids=lambda u: u.name)
+def test_berth_exposes_the_upstream_metric_with_its_type_labels_and_buckets(
+    up: Upstream, exposed: dict[str, Family]
+) -> None:
+    assert up.name in exposed, f"{up.name} is not exposed"
+    fam = exposed[up.name]
+    assert fam.type == up.type
+    assert fam.labels == set(up.labels)
+    if up.buckets is not None:
+        assert fam.buckets == go_exponential_buckets(*up.buckets)
+
+
+@pytest.mark.parametrize("up", [u for u in UPSTREAM if u.missing], ids=lambda u: u.name)
+def test_what_berth_leaves_out_is_absent_and_says_why(up: Upstream, exposed: dict[str, Family]) -> None:
+    assert up.name not in exposed
+    assert len(up.missing) > 20
+
+
+def test_every_scheduler_metric_berth_exposes_is_upstreams(exposed: dict[str, Family]) -> None:
+    ours = {n for n in exposed if n.startswith("scheduler_")}
+    assert ours <= {u.name for u in UPSTREAM}
+    assert all(n.startswith(("scheduler_", "berth_")) for n in exposed)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((1, 2, 5), [1, 2, 4, 8, 16]),
+        ((1, 2, 7), [1, 2, 4, 8, 16, 32, 64]),
+        ((0.001, 2, 3), [0.001, 0.002, 0.004]),
+        ((0.00001, 1.5, 3), [0.00001, 0.000015, 0.0000225]),
+    ],
+)
+def test_exponential_buckets_are_client_golangs(args: tuple[float, float, int], expected: list[float]) -> None:
+    assert list(metrics.exponential_buckets(*args)) == pytest.approx(expected)
+    assert list(metrics.exponential_buckets(*args)) == go_exponential_buckets(*args)
+
+
+@pytest.mark.parametrize("args", [(0, 2, 3), (1, 1, 3), (1, 2, 0), (-1, 2, 3)])
+def test_exponential_buckets_refuse_what_client_golang_panics_on(args: tuple[float, float, int]) -> None:
+    with pytest.raises(ValueError, match="exponential_buckets"):
+        metrics.exponential_buckets(*args)
+
+
+@pytest.mark.skipif(not METRICS_GO.exists(), reason="kube-scheduler v1.34.4 source not in the Go module cache")
+def test_the_table_is_the_pinned_metrics_go() -> None:
+    src = METRICS_GO.read_text()
+    start = src.index("func InitMetrics()")
+    body = src[start : src.index("metricsList = []metrics.Registerable", start)]
+    found: dict[str, Upstream] = {}
+    for block in re.split(r"\n\t\w+ = metrics\.New", body)[1:]:
+        kind = re.match(r"(Counter|Gauge|Histogram)", block)
+        assert kind is not None
+        name = "scheduler_" + re.search(r'Name:\s+"([^"]+)"', block).group(1)  # type: ignore[union-attr]
+        labels = re.search(r"\[\]string\{([^}]*)\}\)", block)
+        buckets = re.search(r"ExponentialBuckets\(([^)]*)\)", block)
+        found[name] = Upstream(
+            name,
+            kind.group(1).lower(),
+            tuple(re.findall(r'"([^"]+)"', labels.group(1))) if labels else (),
+            tuple(float(x) if "." in x else int(x) for x in buckets.group(1).split(", ")) if buckets else None,  # type: ignore[arg-type]
+        )
+    assert {u.name: (u.type, u.labels, u.buckets) for u in UPSTREAM} == {
+        u.name: (u.type, u.labels, u.buckets) for u in found.values()
+    }
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def berth_pod(name: str, **kw: object) -> model.Pod:
+    return make_pod(name, scheduler_name="berth", **kw)  # type: ignore[arg-type]
+
+
+def value(berth: Berth, name: str, **labels: str) -> float:
+    v = berth.core.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if v is None else v
+
+
+async def test_a_run_moves_the_attempt_queue_and_extension_point_metrics_as_upstreams() -> None:
+    async with running() as berth:
+        berth.nodes(*(make_node(f"n{i}", cpu="2", memory="8Gi", pods=110) for i in range(2)))
+        berth.pods(*(berth_pod(f"p{i}", requests={"cpu": "1"}) for i in range(4)))
+        berth.pods(berth_pod("big", requests={"cpu": "3"}))
+        await berth.settle()
+        assert len(berth.bound()) == 4 and berth.phase("default/big") == "Unschedulable"
+
+        def v(name: str, **labels: str) -> float:
+            return value(berth, name, **labels)
+
+        # schedule_one: one attempt per pop, by result and profile.
+        assert v("scheduler_schedule_attempts_total", result="scheduled", profile="berth") == 4
+        failed = v("scheduler_schedule_attempts_total", result="unschedulable", profile="berth")
+        assert failed >= 1
+        assert v("scheduler_scheduling_attempt_duration_seconds_count", result="scheduled", profile="berth") == 4
+        # bindingCycle: attempts observed once per bound pod, the SLI by attempts.
+        assert v("scheduler_pod_scheduling_attempts_count") == 4
+        assert v("scheduler_pod_scheduling_attempts_sum") == 4
+        assert v("scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 4
+        # The queue: every new pod entered activeQ on its add; each failure went
+        # to unschedulablePods or, with an event in flight, backoffQ.
+        assert v("scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodAdd") == 5
+        after_failure = sum(
+            v("scheduler_queue_incoming_pods_total", queue=q, event="ScheduleAttemptFailure")
+            for q in ("unschedulable", "backoff")
+        )
+        assert after_failure == failed
+        assert v("scheduler_pending_pods", queue="unschedulable") == 1
+        # The pod waiting counts for the plugin that rejected it, once.
+        assert v("scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile="berth") == 1
+        # Extension points of the loop's cycles, by status.
+        point = "scheduler_framework_extension_point_duration_seconds_count"
+        for ep in ("Reserve", "Permit", "PreBind", "Bind", "PostBind"):
+            assert v(point, extension_point=ep, status="Success", profile="berth") == 4, ep
+        assert v(point, extension_point="PreFilter", status="Success", profile="berth") == 4 + failed
+        assert v(point, extension_point="PostFilter", status="Unschedulable", profile="berth") == failed
+        assert v(point, extension_point="PreEnqueue", status="Success", profile="berth") >= 5
+        # No binding cycle left running.
+        assert v("scheduler_goroutines", operation="binding") == 0
+
+        # The pod leaves: its rejector count goes with it.
+        berth.cluster.delete_pods(["default/big"])
+        assert v("scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile="berth") == 0
+
+
+async def test_a_retried_pod_counts_its_attempts_and_leaves_the_unschedulable_gauge() -> None:
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="1", pods=110))
+        berth.pods(berth_pod("late", requests={"cpu": "2"}))
+        await berth.settle()
+        assert value(berth, "scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile="berth") == 1
+        berth.nodes(make_node("n1", cpu="4", pods=110))
+        await berth.settle()
+        assert berth.node_of("default/late") == "n1"
+        assert value(berth, "scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile="berth") == 0
+        assert value(berth, "scheduler_pod_scheduling_attempts_count") == 1
+        assert value(berth, "scheduler_pod_scheduling_attempts_sum") == 2
+        assert value(berth, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="2") == 1
+        # Woken by the node's arrival: the event's label, ClusterEvent.Label().
+        moved = [
+            s.labels["event"]
+            for fam in berth.core.metrics.registry.collect()
+            if fam.name == "scheduler_queue_incoming_pods"
+            for s in fam.samples
+            if s.name.endswith("_total") and s.labels["queue"] in ("active", "backoff") and s.value
+        ]
+        assert any(e.startswith("Node") for e in moved), moved
+
+
+async def test_a_gated_pod_counts_as_unschedulable_by_its_gate() -> None:
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        gated = berth_pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]})
+        berth.pods(gated)
+        await berth.settle()
+        assert value(berth, "scheduler_pending_pods", queue="gated") == 1
+        assert (
+            value(berth, "scheduler_queue_incoming_pods_total", queue="unschedulable", event="UnschedulablePodAdd") == 1
+        )
+        assert value(berth, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile="berth") == 1
+        assert (
+            value(
+                berth,
+                "scheduler_framework_extension_point_duration_seconds_count",
+                extension_point="PreEnqueue",
+                status="UnschedulableAndUnresolvable",
+                profile="berth",
+            )
+            == 1
+        )
+        berth.pods(msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[])))
+        await berth.settle()
+        assert berth.node_of("default/gated") == "n0"
+        assert value(berth, "scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodUpdate") == 1
+        assert value(berth, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile="berth") == 0
+
+
+async def test_preemption_counts_the_attempt_and_its_victims() -> None:
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        berth.pods(
+            make_pod("low-a", requests={"cpu": "1"}, node_name="n0", priority=1),
+            make_pod("low-b", requests={"cpu": "1"}, node_name="n0", priority=5),
+        )
+        berth.pods(berth_pod("vip", requests={"cpu": "2"}, priority=100))
+        await berth.settle()
+        await berth.settle()
+        assert berth.node_of("default/vip") == "n0"
+        assert value(berth, "scheduler_preemption_attempts_total") >= 1
+        assert value(berth, "scheduler_preemption_victims_count") == 1
+        assert value(berth, "scheduler_preemption_victims_sum") == 2
+        assert value(berth, "scheduler_preemption_victims_bucket", le="2.0") == 1
+
+
+async def test_permit_wait_is_observed_by_result_for_a_gang() -> None:
+    async with running() as berth:
+        berth.nodes(*(make_node(f"n{i}", cpu="4", pods=110) for i in range(2)))
+        group = model.PodGroup(
+            metadata=model.ObjectMeta(name="g", namespace="default"), spec=model.PodGroupSpec(min_member=2)
+        )
+        berth.core.on_pod_group(group)
+        member = {"scheduling.x-k8s.io/pod-group": "g"}
+        berth.pods(berth_pod("m0", labels=member, requests={"cpu": "1"}))
+        await berth.settle()
+        await asyncio.sleep(3)  # virtual: the first member waits at Permit for a while
+        berth.pods(berth_pod("m1", labels=member, requests={"cpu": "1"}))
+        await berth.settle()
+        assert sorted(berth.bound()) == ["default/m0", "default/m1"]
+        waited = value(berth, "scheduler_permit_wait_duration_seconds_count", result="Success")
+        assert waited >= 1
+        assert value(berth, "scheduler_permit_wait_duration_seconds_sum", result="Success") >= 0
+
+
+@pytest.mark.parametrize(("percent", "sampled"), [(0, False), (100, True)])
+async def test_plugin_durations_are_recorded_in_sampled_cycles_only(percent: int, sampled: bool) -> None:
+    async with running() as berth:
+        fwk = berth.core.frameworks["berth"]
+        assert fwk.plugin_metrics_sample_percent == metrics.PLUGIN_METRICS_SAMPLE_PERCENT == 10
+        fwk.plugin_metrics_sample_percent = percent
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        berth.pods(berth_pod("p", requests={"cpu": "1"}))
+        await berth.settle()
+        assert berth.node_of("default/p") == "n0"
+        recorded = value(
+            berth,
+            "scheduler_plugin_execution_duration_seconds_count",
+            plugin="NodeResourcesFit",
+            extension_point="Filter",
+            status="Success",
+        )
+        assert recorded == (1 if sampled else 0)
+        # The extension points are timed in every cycle either way.
+        assert (
+            value(
+                berth,
+                "scheduler_framework_extension_point_duration_seconds_count",
+                extension_point="Filter",
+                status="Success",
+                profile="berth",
+            )
+            >= 1
+        )
+
+
+async def test_queries_outside_the_loop_record_no_cycle_metrics() -> None:
+    """Explain, whatif and the extender's verbs run the framework on states of
+    their own, which are not scheduling cycles."""
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        fwk = berth.core.frameworks["berth"]
+        fwk.run_pre_filter(fw.CycleState(), PodInfo.of(berth_pod("q")), berth.core.snapshot())
+        assert (
+            value(
+                berth,
+                "scheduler_framework_extension_point_duration_seconds_count",
+                extension_point="PreFilter",
+                status="Success",
+                profile="berth",
+            )
+            == 0
+        )
+
+
+@pytest.mark.parametrize(
+    ("event", "label"),
+    [
+        (fw.ClusterEvent("Node", fw.ActionType.ADD), "NodeAdd"),
+        (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE), "AssignedPodDelete"),
+        (fw.ClusterEvent("AssignedPod", fw.ActionType.UPDATE_POD_LABEL), "AssignedPodUpdatePodLabel"),
+        (fw.ClusterEvent("Queue", fw.ActionType.UPDATE), "QueueUpdate"),
+        (fw.ClusterEvent("Node", fw.ActionType.UPDATE_NODE_TAINT | fw.ActionType.UPDATE_NODE_LABEL), "NodeUpdate"),
+        (fw.ClusterEvent("Queue", fw.ActionType.ALL), "QueueAll"),
+        (
+            fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_ALLOCATABLE),
+            "NodeAdd|UpdateNodeAllocatable",
+        ),
+        (fw.ClusterEvent("*", fw.ActionType.ALL, label="UnschedulableTimeout"), "UnschedulableTimeout"),
+    ],
+)
+def test_incoming_pods_event_label_is_cluster_event_label(event: fw.ClusterEvent, label: str) -> None:
+    """``ClusterEvent.Label()``: resource then ``ActionType.String()``."""
+    assert scheduling_queue.event_label(event) == label
