@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: install run test test-fast lint protos check-protos e2e e2e-deps bench helm-lint openapi fuzz soak clean
+.PHONY: install run test test-fast lint protos check-protos e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
 
 install: $(STAMP)
 
@@ -23,10 +23,25 @@ run: install
 	$(BIN)/berth serve --cluster examples/cluster.yaml --config examples/berth.yaml \
 		--http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
-# Every test: unit, adapter, conformance, lint, the Helm chart and the
-# real-control-plane suite (whose binaries e2e-deps builds once per machine).
-test: install lint e2e-deps
+# Every test: unit, adapter, conformance, lint, the Helm chart, the
+# dashboard in a real browser (browser-deps) and the real-control-plane suite
+# (whose binaries e2e-deps builds once per machine).
+test: install lint e2e-deps browser-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Debian's chromium for the dashboard's browser tests (tests/ui), which
+# Playwright for Python (a dev dependency) drives by its executable path:
+# Playwright's own browser download cannot run here. Installed once per
+# machine through apt-get, as root or with sudo; otherwise it says what to
+# run and the browser tests skip (under CI=true they fail instead).
+browser-deps:
+	@if [ -x /usr/bin/chromium ] || command -v chromium >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else echo "browser-deps: chromium is missing and installing it needs root: apt-get install chromium" >&2; exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "browser-deps: no apt-get; install a chromium at /usr/bin/chromium" >&2; exit 0; fi; \
+	echo "browser-deps: installing Debian's chromium"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null
 
 # kube-apiserver, kube-scheduler, etcd and helm, built from their Go modules at
 # pinned versions into a per-machine cache outside the repo (see the script).
@@ -36,6 +51,15 @@ e2e-deps:
 # The real-control-plane suite and the chart's validation against it.
 e2e: install e2e-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m e2e tests/e2e tests/helm
+
+# The differential conformance suite's large sample: Berth against the real
+# kube-scheduler on 5 seeded random clusters of 20 nodes, 40 pods each (tests/conformance;
+# `make test` runs one cluster of 20 pods, which must agree completely).
+# BERTH_CONFORMANCE_SEED/_CLUSTERS/_PODS/_NODES change the sample.
+conformance: install e2e-deps
+	BERTH_CONFORMANCE_CLUSTERS=$${BERTH_CONFORMANCE_CLUSTERS:-5} BERTH_CONFORMANCE_PODS=$${BERTH_CONFORMANCE_PODS:-40} \
+		BERTH_CONFORMANCE_NODES=$${BERTH_CONFORMANCE_NODES:-20} \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s -m conformance tests/conformance
 
 # helm lint / template for both roles, schema and server-side validation.
 helm-lint: install e2e-deps

@@ -36,11 +36,14 @@ def cached(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> tuple
 
 
 @contextlib.contextmanager
-def demo_berth_serve(*extra: str) -> Iterator[tuple[subprocess.Popen[bytes], int, int, Callable[[], str]]]:
+def demo_berth_serve(
+    *extra: str, ready_timeout: float = 30.0
+) -> Iterator[tuple[subprocess.Popen[bytes], int, int, Callable[[], str]]]:
     """``berth serve`` on the demo cluster as ``make run`` starts it, on free
     loopback ports, once /readyz answers: (process, HTTP port, gRPC port, its
     output so far). On exit: SIGTERM, and it must stop cleanly (status 0, no
-    traceback)."""
+    traceback). ``extra`` may repeat ``--cluster``/``--config`` (the last
+    one counts); ``ready_timeout`` allows for a large cluster file."""
     http, grpc_port = free_port(), free_port()
     argv = [sys.executable, "-m", "berth.cli.main", "serve", "--cluster", "examples/cluster.yaml"]
     argv += ["--config", "examples/berth.yaml", "--http-port", str(http), "--grpc-port", str(grpc_port), *extra]
@@ -56,7 +59,7 @@ def demo_berth_serve(*extra: str) -> Iterator[tuple[subprocess.Popen[bytes], int
             return log.read().decode(errors="replace")
 
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + ready_timeout
             while True:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=1) as r:

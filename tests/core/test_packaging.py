@@ -39,6 +39,9 @@ def test_the_wheel_holds_one_top_level_package_with_the_stubs_and_no_tests(tmp_p
         "berth/framework/__init__.py",
         "berth/testing/__init__.py",
         "berth/py.typed",
+        "berth/adapters/http/ui/index.html",  # the dashboard (/ui/)
+        "berth/adapters/http/ui/app.js",
+        "berth/adapters/http/ui/app.css",
     ):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -1,4 +1,5 @@
-"""HTTP adapter: health, readiness, Prometheus metrics and the extender routes.
+"""HTTP adapter: health, readiness, Prometheus metrics, the extender routes
+and the read-only dashboard at ``/ui/`` (``ui``).
 
 Connections follow Go's ``net/http.Server`` (``server.go``): a connection
 with no request for ``http.idleTimeoutSeconds`` is closed (``IdleTimeout``,
@@ -21,7 +22,7 @@ import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from berth.adapters.http import errors, extender
+from berth.adapters.http import errors, extender, ui
 from berth.scheduling.core import Core
 from berth.scheduling.verbs import Extender
 
@@ -87,6 +88,7 @@ def build_app(core: Core, verbs: Extender) -> web.Application:
     app.router.add_get("/livez", healthz)
     app.router.add_get("/metrics", metrics)
     extender.add_routes(app, core, verbs)
+    ui.add_routes(app, core)
     return app
 
 
@@ -261,6 +263,7 @@ async def stop(runner: web.AppRunner, grace: float) -> None:
     app: web.Application = runner.app
     if server is not None:
         app[_DRAINING].on = True  # answers from now on carry Connection: close
+        ui.close_streams(app)  # the dashboard's event streams end now, not at the grace period's end
         while True:
             for conn in server.connections:
                 if isinstance(conn, _Protocol):

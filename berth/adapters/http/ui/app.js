@@ -1,0 +1,491 @@
+// Berth dashboard: vanilla JavaScript, no framework, no build step.
+// Reads /ui/api/* (JSON) and /ui/api/decisions (server-sent events); read-only.
+// Markers for tests and people: <html data-nodes-drawn="N"> once the heat map
+// is drawn, data-pods-ready / data-queues-ready / data-pod-ready likewise,
+// and window.berthTimings.heatmapDrawnMs (performance.now() at the first draw).
+"use strict";
+
+(function () {
+  const $ = (sel) => document.querySelector(sel);
+  const root = document.documentElement;
+  window.berthTimings = {};
+
+  // ------------------------------------------------------------ helpers
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  async function getJSON(path) {
+    const r = await fetch(path, { headers: { Accept: "application/json" } });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error(body.Error || `${r.status} ${r.statusText}`);
+    return body;
+  }
+
+  const BINARY = [["Ti", 2 ** 40], ["Gi", 2 ** 30], ["Mi", 2 ** 20], ["Ki", 2 ** 10]];
+  function trim(n) { return Number.isInteger(n) ? String(n) : n.toFixed(n < 10 ? 2 : 1).replace(/\.?0+$/, ""); }
+  // A canonical amount (milli-cpu, bytes, counts) as a person reads it.
+  function qty(resource, v) {
+    if (v === undefined || v === null) return "–";
+    if (resource === "cpu") return trim(v / 1000);
+    if (resource === "memory" || resource === "ephemeral-storage" || resource.startsWith("hugepages-")) {
+      for (const [s, u] of BINARY) if (v >= u) return trim(v / u) + s;
+      return String(v);
+    }
+    return String(v);
+  }
+  // cpu, memory, pods first, then the rest by name.
+  const FIRST = ["cpu", "memory", "pods"];
+  function byResource(names) {
+    const rank = (r) => (FIRST.includes(r) ? FIRST.indexOf(r) : FIRST.length);
+    return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  }
+  function pct(permille) { return permille < 0 ? "–" : `${(permille / 10).toFixed(permille < 100 ? 1 : 0)}%`; }
+  function age(seconds) {
+    if (!seconds) return "";
+    if (seconds < 90) return `${Math.round(seconds)}s`;
+    if (seconds < 5400) return `${Math.round(seconds / 60)}m`;
+    if (seconds < 129600) return `${Math.round(seconds / 3600)}h`;
+    return `${Math.round(seconds / 86400)}d`;
+  }
+  function badge(text, cls) { return el("span", { class: `badge ${cls || text}`, text }); }
+  function podLink(key) { return el("a", { href: `#/pod/${key}`, class: "pod-link", text: key }); }
+  function say(node, text, cls) { node.replaceChildren(el("div", { class: cls || "empty", text })); }
+
+  // A refresh that runs at most once at a time and coalesces calls made meanwhile.
+  function coalesced(fn) {
+    let running = null, again = false;
+    const run = async () => {
+      if (running) { again = true; return running; }
+      running = (async () => {
+        do { again = false; try { await fn(); } catch (e) { console.error(e); } } while (again);
+      })();
+      try { await running; } finally { running = null; }
+    };
+    return run;
+  }
+
+  // ------------------------------------------------------------ nodes heat map
+
+  const heat = { data: null, resource: "cpu", order: "name", rows: null, layout: null, drawn: false };
+  const canvas = $("#heatmap");
+  const tip = $("#tip");
+
+  function color(permille) {
+    if (permille < 0) return "#d9dce2";
+    const f = Math.min(permille, 1000) / 1000;
+    if (permille > 1000) return "hsl(285,55%,45%)"; // overcommitted (should not happen)
+    const hue = 140 - 140 * f;
+    return `hsl(${hue.toFixed(0)},${(55 + 25 * f).toFixed(0)}%,${(50 - 4 * f).toFixed(0)}%)`;
+  }
+
+  function cellSize(n, width) {
+    // As big as fits in ~320 px of height, between 6 and 40 px.
+    const area = (width * 320) / Math.max(n, 1);
+    return Math.max(6, Math.min(40, Math.floor(Math.sqrt(area)) - 2));
+  }
+
+  function orderRows() {
+    const d = heat.data, n = d.count;
+    const idx = Array.from({ length: n }, (_, i) => i);
+    if (heat.order === "usage") {
+      const u = d.used[heat.resource] || [];
+      idx.sort((a, b) => (u[b] ?? -1) - (u[a] ?? -1) || a - b);
+    }
+    heat.rows = idx;
+  }
+
+  function drawHeat() {
+    const d = heat.data;
+    if (!d) return;
+    const width = canvas.parentElement.clientWidth || 800;
+    const cell = cellSize(d.count, width), gap = cell >= 14 ? 2 : 1, pitch = cell + gap;
+    const cols = Math.max(1, Math.floor((width + gap) / pitch));
+    const rows = Math.ceil(d.count / cols);
+    const height = Math.max(rows * pitch - gap, cell);
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    canvas.style.height = `${height}px`;
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    const used = d.used[heat.resource] || [];
+    const label = cell >= 30;
+    if (label) { ctx.font = "9px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.textAlign = "center"; }
+    for (let k = 0; k < d.count; k++) {
+      const i = heat.rows[k];
+      const x = (k % cols) * pitch, y = Math.floor(k / cols) * pitch;
+      const p = used[i] ?? -1;
+      ctx.fillStyle = d.flags[i] & 1 ? "#2c2f36" : color(p);
+      ctx.fillRect(x, y, cell, cell);
+      if (d.flags[i] & 1 && p >= 0) { // cordoned: its usage as an inner square
+        ctx.fillStyle = color(p);
+        ctx.fillRect(x + cell / 4, y + cell / 4, cell / 2, cell / 2);
+      }
+      if (label && p >= 0) {
+        ctx.fillStyle = "rgba(0,0,0,.65)";
+        ctx.fillText(String(Math.round(p / 10)), x + cell / 2, y + cell / 2);
+      }
+    }
+    heat.layout = { cols, pitch, cell };
+    canvas.dataset.drawn = String(d.count);
+    canvas.dataset.resource = heat.resource;
+    if (!heat.drawn) {
+      heat.drawn = true;
+      window.berthTimings.heatmapDrawnMs = performance.now();
+    }
+    root.dataset.nodesDrawn = String(d.count);
+  }
+
+  function drawTotals() {
+    const d = heat.data;
+    const box = $("#totals");
+    box.replaceChildren(...d.resources.map((r) => {
+      const t = d.totals[r];
+      const f = t.allocatable ? t.requested / t.allocatable : 0;
+      return el("span", { "data-resource": r },
+        el("b", { text: r }), " ", `${qty(r, t.requested)} / ${qty(r, t.allocatable)}`,
+        el("span", { class: "bar" }, el("i", { style: `width:${(Math.min(f, 1) * 100).toFixed(1)}%` })),
+        `${(f * 100).toFixed(1)}%`);
+    }));
+  }
+
+  function drawResourceButtons() {
+    const box = $("#resource-buttons");
+    const d = heat.data;
+    if (!d.resources.includes(heat.resource)) heat.resource = d.resources[0] || "cpu";
+    box.replaceChildren(...d.resources.map((r) => el("button", {
+      type: "button", class: r === heat.resource ? "on" : "", "data-resource": r, text: r,
+      onclick: () => { heat.resource = r; drawResourceButtons(); orderRows(); drawHeat(); },
+    })));
+  }
+
+  const refreshNodes = coalesced(async () => {
+    const d = await getJSON("api/nodes");
+    heat.data = d;
+    $("#nodes-count").textContent = `${d.count}`;
+    drawResourceButtons();
+    drawTotals();
+    orderRows();
+    drawHeat();
+    counters.nodes = d.count;
+    drawCounters();
+  });
+
+  function nodeAt(ev) {
+    const d = heat.data, L = heat.layout;
+    if (!d || !L) return -1;
+    const r = canvas.getBoundingClientRect();
+    const x = ev.clientX - r.left, y = ev.clientY - r.top;
+    const c = Math.floor(x / L.pitch), row = Math.floor(y / L.pitch);
+    if (c >= L.cols || x % L.pitch > L.cell || y % L.pitch > L.cell) return -1;
+    const k = row * L.cols + c;
+    return k < d.count ? heat.rows[k] : -1;
+  }
+
+  canvas.addEventListener("mousemove", (ev) => {
+    const i = nodeAt(ev);
+    if (i < 0) { tip.hidden = true; return; }
+    const d = heat.data;
+    tip.replaceChildren(el("b", { text: d.names[i] }), d.flags[i] & 1 ? " (cordoned)" : "",
+      ...d.resources.map((r) => el("div", { text: `${r}: ${pct(d.used[r][i])}` })));
+    tip.hidden = false;
+    const r = canvas.getBoundingClientRect();
+    const x = ev.clientX - r.left + 14, y = ev.clientY - r.top + 14;
+    tip.style.left = `${Math.min(x, r.width - tip.offsetWidth - 4)}px`;
+    tip.style.top = `${y}px`;
+  });
+  canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+  canvas.addEventListener("click", (ev) => { const i = nodeAt(ev); if (i >= 0) showNode(heat.data.names[i]); });
+  $("#node-order").addEventListener("change", (ev) => { heat.order = ev.target.value; orderRows(); drawHeat(); });
+  let resizeTimer = 0;
+  window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawHeat, 100); });
+
+  async function showNode(name) {
+    const box = $("#node-detail");
+    box.hidden = false;
+    try {
+      const n = await getJSON(`api/nodes/${encodeURIComponent(name)}`);
+      const res = Object.keys(n.allocatable);
+      box.replaceChildren(
+        el("h3", {}, n.name, n.unschedulable ? " " : "", n.unschedulable ? badge("cordoned", "Rejected") : ""),
+        el("div", { class: "kv" },
+          ...res.flatMap((r) => [el("span", { class: "muted", text: r }),
+            el("span", { text: `${qty(r, n.requested[r] || 0)} requested of ${qty(r, n.allocatable[r])}` })]),
+          el("span", { class: "muted", text: "taints" }), el("span", { text: n.taints.join(", ") || "none" }),
+          el("span", { class: "muted", text: "labels" }),
+          el("span", { text: Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join("  ") }),
+          el("span", { class: "muted", text: `pods (${n.pod_count})` }),
+          el("span", {}, ...n.pods.map((p, j) => [j ? ", " : "", p]))));
+    } catch (e) { say(box, e.message, "error"); }
+  }
+
+  // ------------------------------------------------------------ queues
+
+  const refreshQueues = coalesced(async () => {
+    const d = await getJSON("api/queues");
+    const box = $("#queues");
+    counters.queues = d.queues.length;
+    drawCounters();
+    if (!d.enabled) {
+      say(box, "No batch queues configured (the queues section of the configuration).");
+      root.dataset.queuesReady = "0";
+      return;
+    }
+    const depth = {};
+    const tbody = el("tbody");
+    for (const q of d.queues) {
+      depth[q.name] = q.parent ? (depth[q.parent] || 0) + 1 : 0;
+      const res = byResource([...new Set([...Object.keys(q.guaranteed), ...Object.keys(q.max), ...Object.keys(q.allocated)])]);
+      const usage = el("div", { class: "qres" }, ...res.flatMap((r) => {
+        const a = q.allocated[r] || 0, g = q.guaranteed[r], m = q.max[r];
+        const scale = m || d.capacity[r] || Math.max(g || 0, a) || 1;
+        const bar = el("div", { class: "qbar", title: `${r}: ${qty(r, a)} used, guaranteed ${qty(r, g)}, max ${qty(r, m)}` },
+          el("i", { style: `width:${Math.min((a / scale) * 100, 100).toFixed(1)}%; background:${g !== undefined && a > g ? "var(--warn)" : "var(--accent)"}` }));
+        if (g !== undefined) bar.append(el("span", { class: "g", style: `left:${Math.min((g / scale) * 100, 100).toFixed(1)}%` }));
+        return [el("span", { class: "muted", text: r }), bar];
+      }));
+      const amounts = (m) => byResource(Object.keys(m)).map((r) => `${r} ${qty(r, m[r])}`).join(", ") || "–";
+      tbody.append(el("tr", { class: `q-depth-${Math.min(depth[q.name], 3)}`, "data-queue": q.name },
+        el("td", {}, el("b", { text: q.name }), q.leaf ? "" : el("span", { class: "muted", text: " (parent)" })),
+        el("td", { text: amounts(q.guaranteed) }),
+        el("td", { class: "used", text: amounts(q.allocated) }),
+        el("td", { text: amounts(q.max) }),
+        el("td", { class: "pending" }, el("b", { text: String(q.pending_pods) }), q.pending_pods ? ` (${amounts(q.pending)})` : ""),
+        el("td", { class: "num", text: `${(q.dominant_share * 100).toFixed(0)}% / ${(q.fair_share * 100).toFixed(0)}%` }),
+        el("td", {}, usage)));
+    }
+    box.replaceChildren(el("table", { class: "grid" },
+      el("thead", {}, el("tr", {}, ...["queue", "guaranteed", "usage", "max", "pending", "share / fair", ""].map((h) => el("th", { text: h })))),
+      tbody));
+    root.dataset.queuesReady = String(d.queues.length);
+  });
+
+  // ------------------------------------------------------------ pods
+
+  const pods = { offset: 0, limit: 25 };
+  const filters = { text: $("#f-text"), phase: $("#f-phase"), namespace: $("#f-namespace"), queue: $("#f-queue") };
+
+  function fillSelect(sel, values, first) {
+    const keep = sel.value;
+    const opts = [...first, ...values.filter((v) => !first.some(([fv]) => fv === v)).map((v) => [v, v])];
+    const same = sel.options.length === opts.length && opts.every(([v], i) => sel.options[i].value === v);
+    if (same) return;
+    sel.replaceChildren(...opts.map(([v, t]) => el("option", { value: v, text: t })));
+    sel.value = opts.some(([v]) => v === keep) ? keep : opts[0][0];
+  }
+
+  const refreshPods = coalesced(async () => {
+    const q = new URLSearchParams({ phase: filters.phase.value, offset: pods.offset, limit: pods.limit });
+    if (filters.namespace.value) q.set("namespace", filters.namespace.value);
+    if (filters.queue.value) q.set("queue", filters.queue.value);
+    if (filters.text.value.trim()) q.set("q", filters.text.value.trim());
+    const d = await getJSON(`api/pods?${q}`);
+    const pendingCount = Object.entries(d.phases).filter(([p]) => PENDING.has(p)).reduce((s, [, n]) => s + n, 0);
+    counters.pending = pendingCount;
+    counters.bound = (d.phases.Bound || 0) + (d.phases.Assumed || 0);
+    drawCounters();
+    fillSelect(filters.phase, Object.keys(d.phases).sort(), [["pending", `pending (${pendingCount})`], ["all", "all phases"]]);
+    for (const o of filters.phase.options) if (d.phases[o.value] !== undefined) o.textContent = `${o.value} (${d.phases[o.value]})`;
+    fillSelect(filters.namespace, d.namespaces, [["", "all namespaces"]]);
+    fillSelect(filters.queue, d.queues, [["", "all queues"]]);
+    $("#pods-count").textContent = `${d.total}`;
+    const tbody = $("#pods tbody");
+    if (!d.pods.length) {
+      tbody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty", text: "No pods match." })));
+    } else {
+      tbody.replaceChildren(...d.pods.map((p) => el("tr", { "data-pod": `${p.namespace}/${p.name}`, "data-phase": p.phase },
+        el("td", {}, podLink(`${p.namespace}/${p.name}`)),
+        el("td", { text: p.queue || "–" }),
+        el("td", {}, badge(p.phase)),
+        el("td", { class: "num", text: p.position || "" }),
+        el("td", { text: p.node || (p.nominated_node ? `→ ${p.nominated_node}` : "") }),
+        el("td", { class: "num", text: p.attempts }),
+        el("td", { class: "num", text: age(p.age) }),
+        el("td", { class: "why", text: p.why || p.reason }))));
+    }
+    pager($("#pods-pager"), d.total, pods, refreshPods);
+    root.dataset.podsReady = String(d.total);
+  });
+
+  function pager(box, total, state, reload) {
+    const from = total ? state.offset + 1 : 0, to = Math.min(state.offset + state.limit, total);
+    box.replaceChildren(
+      el("button", { type: "button", class: "prev", disabled: state.offset === 0, text: "‹ prev",
+        onclick: () => { state.offset = Math.max(0, state.offset - state.limit); reload(); } }),
+      el("span", { text: `${from}–${to} of ${total}` }),
+      el("button", { type: "button", class: "next", disabled: to >= total, text: "next ›",
+        onclick: () => { state.offset += state.limit; reload(); } }));
+  }
+
+  let textTimer = 0;
+  filters.text.addEventListener("input", () => { clearTimeout(textTimer); textTimer = setTimeout(() => { pods.offset = 0; refreshPods(); }, 200); });
+  for (const s of [filters.phase, filters.namespace, filters.queue]) s.addEventListener("change", () => { pods.offset = 0; refreshPods(); });
+
+  // ------------------------------------------------------------ a pod's page
+
+  const podState = { key: "", offset: 0, limit: 50, show: "all" };
+
+  const refreshPod = coalesced(async () => {
+    const key = podState.key;
+    if (!key) return;
+    const q = new URLSearchParams({ offset: podState.offset, limit: podState.limit, show: podState.show });
+    let d;
+    try {
+      d = await getJSON(`api/pods/${key.split("/").map(encodeURIComponent).join("/")}?${q}`);
+    } catch (e) {
+      $("#pod-title").textContent = key;
+      say($("#pod-blockers"), e.message, "error");
+      $("#explain-card").hidden = true;
+      root.dataset.podReady = key;
+      return;
+    }
+    const w = d.why, row = d.row || {};
+    $("#pod-title").textContent = d.pod;
+    $("#pod-phase").replaceChildren(badge(w.phase));
+    $("#pod-summary").textContent = w.summary;
+    const facts = [["queue", w.queue || "–"], ["position", w.position || "–"], ["node", w.node || "–"],
+      ["nominated", row.nominated_node || "–"], ["attempts", row.attempts ?? "–"], ["age", age(row.age) || "–"],
+      ["priority", row.priority ?? "–"],
+      ["requests", byResource(Object.keys(row.requests || {})).map((r) => `${r} ${qty(r, row.requests[r])}`).join(", ") || "–"]];
+    $("#pod-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: String(v) })]));
+    const bl = $("#pod-blockers");
+    if (!w.blockers.length) say(bl, "Nothing blocks it.");
+    else bl.replaceChildren(...w.blockers.map((b) => el("li", { "data-kind": b.kind }, badge(b.kind), " ", b.message,
+      b.unblocks_when ? el("span", { class: "unblock", text: `→ ${b.unblocks_when}` }) : "")));
+    $("#pod-closest").replaceChildren(...(w.closest_nodes.length ? [el("h3", { text: "Closest nodes" }),
+      el("ul", {}, ...w.closest_nodes.map(([n, lack]) => el("li", {}, el("b", { text: n }), ` lacks ${lack}`)))] : []));
+    const e = d.explain;
+    $("#explain-card").hidden = !e;
+    if (e) {
+      $("#explain-count").textContent = `${e.feasible_nodes} of ${e.total_nodes} fit`;
+      $("#explain-summary").textContent = e.summary;
+      const head = ["node", "fits", "score", ...e.plugins, "reasons"];
+      $("#explain thead").replaceChildren(el("tr", {}, ...head.map((h, i) => el("th", { class: i >= 2 && i < head.length - 1 ? "num" : "", text: h }))));
+      const tb = $("#explain tbody");
+      if (!e.nodes.length) tb.replaceChildren(el("tr", {}, el("td", { colspan: head.length, class: "empty", text: "No nodes." })));
+      else tb.replaceChildren(...e.nodes.map((n) => el("tr", { "data-node": n.node },
+        el("td", { text: n.node }),
+        el("td", {}, el("span", { class: n.feasible ? "yes" : "no", text: n.feasible ? "✓" : "✗" })),
+        el("td", { class: "num", text: n.feasible ? n.score : "" }),
+        ...e.plugins.map((p) => el("td", { class: "num", "data-plugin": p, text: n.plugin_scores[p] ?? "" })),
+        el("td", { class: "reasons", text: n.reasons.map((r) => `${r.plugin}: ${r.reason}`).join("; ") }))));
+      pager($("#explain-pager"), e.total, podState, refreshPod);
+    }
+    root.dataset.podReady = key;
+  });
+
+  for (const b of document.querySelectorAll("#explain-show button")) {
+    b.addEventListener("click", () => {
+      podState.show = b.dataset.show;
+      podState.offset = 0;
+      for (const o of document.querySelectorAll("#explain-show button")) o.classList.toggle("on", o === b);
+      refreshPod();
+    });
+  }
+
+  // ------------------------------------------------------------ header counters
+
+  const counters = { nodes: null, pending: null, bound: null, queues: null };
+  const PENDING = new Set(["Gated", "Active", "Backoff", "Unschedulable", "WaitingOnPermit", "Rejected"]);
+  function drawCounters() {
+    const items = [["nodes", "nodes"], ["pending", "pending"], ["bound", "placed"], ["queues", "queues"]];
+    $("#counters").replaceChildren(...items.filter(([k]) => counters[k] !== null)
+      .map(([k, label]) => el("span", { "data-counter": k }, el("b", { text: counters[k] }), label)));
+  }
+
+  // ------------------------------------------------------------ live decisions
+
+  const MAX_DECISIONS = 200;
+  const decisionBuffer = [];
+  let decisionFrame = 0;
+  function hhmmss(ms) { const d = new Date(ms || Date.now()); return d.toTimeString().slice(0, 8); }
+
+  function flushDecisions() {
+    decisionFrame = 0;
+    if ($("#decisions-pause").checked) return;
+    const list = $("#decisions");
+    const items = decisionBuffer.splice(0).slice(-MAX_DECISIONS).reverse().map((d) =>
+      el("li", { class: "new", "data-kind": d.kind, "data-pod": d.pod },
+        el("span", { class: "muted", text: hhmmss(d.time) }), el("span", {}, badge(d.kind)),
+        el("span", {}, podLink(d.pod), d.node ? ` → ${d.node}` : ""),
+        d.message ? el("span", { class: "msg", title: d.message, text: d.message }) : ""));
+    list.prepend(...items);
+    while (list.children.length > MAX_DECISIONS) list.lastElementChild.remove();
+    root.dataset.decisions = String(list.children.length);
+  }
+
+  // While decisions stream in, the overview refreshes at most every 1.5 s,
+  // and never more often than twice the time its last refresh took: a
+  // large cluster's pages (each pending pod's why) cost the server more.
+  let refreshTimer = 0, lastRefresh = 0, lastCost = 0;
+  function scheduleRefresh(podKey) {
+    if (podState.key && podKey === podState.key) refreshPod();
+    if (refreshTimer) return;
+    const wait = Math.max(0, Math.max(1500, 2 * lastCost) - (Date.now() - lastRefresh));
+    refreshTimer = setTimeout(async () => {
+      refreshTimer = 0;
+      lastRefresh = Date.now();
+      await refreshAll();
+      lastCost = Date.now() - lastRefresh;
+    }, wait);
+  }
+
+  function connect() {
+    const live = $("#live");
+    const es = new EventSource("api/decisions");
+    es.onopen = () => { live.textContent = "live"; live.className = "live on"; };
+    es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+    es.addEventListener("decision", (ev) => {
+      const d = JSON.parse(ev.data);
+      decisionBuffer.push(d);
+      if (decisionBuffer.length > MAX_DECISIONS * 2) decisionBuffer.splice(0, decisionBuffer.length - MAX_DECISIONS);
+      if (!decisionFrame) decisionFrame = requestAnimationFrame(flushDecisions);
+      scheduleRefresh(d.pod);
+    });
+  }
+
+  // ------------------------------------------------------------ views
+
+  async function refreshAll() {
+    if (!$("#overview").hidden) await Promise.all([refreshNodes(), refreshQueues(), refreshPods()]);
+  }
+
+  function route() {
+    const m = location.hash.match(/^#\/pod\/([^/]+)\/(.+)$/);
+    if (m) {
+      $("#overview").hidden = true;
+      $("#podview").hidden = false;
+      const key = `${decodeURIComponent(m[1])}/${decodeURIComponent(m[2])}`;
+      if (key !== podState.key) Object.assign(podState, { key, offset: 0 });
+      delete root.dataset.podReady;
+      refreshPod();
+      window.scrollTo(0, 0);
+    } else {
+      podState.key = "";
+      $("#podview").hidden = true;
+      $("#overview").hidden = false;
+      refreshAll();
+    }
+  }
+
+  window.addEventListener("hashchange", route);
+  drawCounters();
+  route();
+  connect();
+  setInterval(refreshAll, 15000); // what decisions do not announce (nodes joining, queues reloaded)
+})();
