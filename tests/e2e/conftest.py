@@ -90,41 +90,57 @@ class Berth:
             return e.code, e.read().decode()
 
 
+def launch_berth(
+    control_plane: bed.ControlPlane,
+    config: dict[str, Any] | None = None,
+    *,
+    kubeconfig: Path | None = None,
+    name: str = "berth",
+    ready: bool = True,
+) -> Berth:
+    """``berth serve`` against the bed on free loopback ports (the bed stops
+    it with itself); ``ready`` waits for its /readyz."""
+    http_port, grpc_port = bed.free_port(), bed.free_port()
+    cfg: dict[str, Any] = {"apiVersion": "berth.dev/v1", "kind": "BerthConfiguration", **(config or {})}
+    cfg["http"] = {**cfg.get("http", {}), "host": "127.0.0.1", "port": http_port}
+    cfg["grpc"] = {**cfg.get("grpc", {}), "host": "127.0.0.1", "port": grpc_port}
+    cfg.setdefault("leaderElection", {"leaderElect": False})
+    n = len(control_plane.processes)
+    path = control_plane.workdir / f"{name}-{n}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    exe = Path(sys.executable).parent / "berth"
+    argv = [str(exe), "serve", "--config", str(path), "--kubeconfig", str(kubeconfig or control_plane.admin_kubeconfig)]
+    proc = control_plane._spawn(f"{name}-{n}", argv)
+    b = Berth(proc, http_port, grpc_port)
+    if ready:
+        wait_for(f"{name} /readyz", lambda: (proc.alive() and b.get("/readyz")[0] == 200) or _dead(proc), 60)
+    return b
+
+
 @pytest.fixture
 def start_berth(control_plane: bed.ControlPlane) -> Iterator[Callable[..., Berth]]:
     """Start Berth processes (killed at teardown): ``start_berth(config=..., kubeconfig=...)``."""
     started: list[Berth] = []
 
-    def start(
-        config: dict[str, Any] | None = None, *, kubeconfig: Path | None = None, name: str = "berth", ready: bool = True
-    ) -> Berth:
-        http_port, grpc_port = bed.free_port(), bed.free_port()
-        cfg: dict[str, Any] = {"apiVersion": "berth.dev/v1", "kind": "BerthConfiguration", **(config or {})}
-        cfg["http"] = {**cfg.get("http", {}), "host": "127.0.0.1", "port": http_port}
-        cfg["grpc"] = {**cfg.get("grpc", {}), "host": "127.0.0.1", "port": grpc_port}
-        cfg.setdefault("leaderElection", {"leaderElect": False})
-        path = control_plane.workdir / f"{name}-{len(started)}.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        exe = Path(sys.executable).parent / "berth"
-        argv = [
-            str(exe),
-            "serve",
-            "--config",
-            str(path),
-            "--kubeconfig",
-            str(kubeconfig or control_plane.admin_kubeconfig),
-        ]
-        proc = control_plane._spawn(f"{name}-{len(started)}", argv)
-        b = Berth(proc, http_port, grpc_port)
+    def start(config: dict[str, Any] | None = None, **kw: Any) -> Berth:
+        b = launch_berth(control_plane, config, **kw)
         started.append(b)
-        if ready:
-            wait_for(f"{name} /readyz", lambda: (proc.alive() and b.get("/readyz")[0] == 200) or _dead(proc), 60)
         return b
 
     yield start
     for b in started:
         with contextlib.suppress(Exception):
             b.process.stop()
+
+
+@pytest.fixture(scope="module")
+def controller_manager(control_plane: bed.ControlPlane) -> Iterator[bed.Process]:
+    """kube-controller-manager with :data:`bed.DEFAULT_CONTROLLERS` (PV binder,
+    namespace, garbage collector, service accounts, resource claims), for the
+    tests that ask for it; about 0.7 s to become healthy here."""
+    proc = control_plane.start_controller_manager()
+    yield proc
+    proc.stop()
 
 
 def _dead(proc: bed.Process) -> bool:

@@ -17,7 +17,11 @@ Facts this relies on (checked against v1.34.4 here):
   clear it), so it is disabled;
 - without a controller manager nobody creates the ``default``
   ServiceAccount the ServiceAccount admission plugin requires for pods, so
-  :meth:`ControlPlane.ensure_namespace` creates it.
+  :meth:`ControlPlane.ensure_namespace` creates it;
+- kube-controller-manager (:meth:`ControlPlane.start_controller_manager`,
+  opt-in: the ``controller_manager`` fixture) runs on loopback with only the
+  controllers asked for; v1.34 names them with a ``-controller`` suffix
+  (``persistentvolume-binder-controller``, ``namespace-controller``, ...).
 """
 
 from __future__ import annotations
@@ -48,7 +52,19 @@ from tests.certs import CA
 __all__ = ["KUBERNETES_VERSION", "ControlPlane", "Kube", "find_binaries", "free_port"]
 
 KUBERNETES_VERSION = "v1.34.4"
-BINARIES = ("kube-apiserver", "kube-scheduler", "etcd", "helm")
+BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "helm")
+#: The controllers the scenarios need (``kube-controller-manager --help``
+#: lists v1.34's names): PV/PVC binding, namespace deletion, garbage
+#: collection, the ``default`` ServiceAccount and its tokens, and the claims
+#: made from ResourceClaimTemplates.
+DEFAULT_CONTROLLERS = (
+    "persistentvolume-binder-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "resourceclaim-controller",
+)
 HERE = Path(__file__).resolve().parent
 
 
@@ -308,6 +324,7 @@ class ControlPlane:
         self.admin: Kube | None = None
         self._api_argv: list[str] = []
         self.apiserver: Process
+        self.sa_key = self.workdir / "sa.key"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -339,7 +356,7 @@ class ControlPlane:
         )
         admin = ca.issue("admin", client=True, organizations=("system:masters",))
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        sa_path = d / "sa.key"
+        sa_path = self.sa_key
         sa_path.write_bytes(
             sa_key.private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -505,9 +522,12 @@ class ControlPlane:
         out: dict[str, Any] = self.kube().create(node)
         return out
 
-    def start_kube_scheduler(self, config: Mapping[str, Any], name: str = "kube-scheduler") -> Process:
+    def start_kube_scheduler(
+        self, config: Mapping[str, Any], name: str = "kube-scheduler", args: Sequence[str] = ("--v=2",)
+    ) -> Process:
         """kube-scheduler with ``config`` (a KubeSchedulerConfiguration; its
-        kubeconfig defaults to the admin's, leader election off)."""
+        kubeconfig defaults to the admin's, leader election off) and ``args``
+        (its log verbosity by default)."""
         cfg = dict(config)
         cfg.setdefault("apiVersion", "kubescheduler.config.k8s.io/v1")
         cfg.setdefault("kind", "KubeSchedulerConfiguration")
@@ -515,4 +535,52 @@ class ControlPlane:
         cfg.setdefault("leaderElection", {"leaderElect": False})
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        return self._spawn(name, [str(self.binaries["kube-scheduler"]), f"--config={path}", "--secure-port=0", "--v=2"])
+        return self._spawn(name, [str(self.binaries["kube-scheduler"]), f"--config={path}", "--secure-port=0", *args])
+
+    def start_controller_manager(self, controllers: Sequence[str] = DEFAULT_CONTROLLERS) -> Process:
+        """kube-controller-manager running only ``controllers``, ready (its /healthz) on return.
+
+        It authenticates with a client certificate of its own
+        (``system:kube-controller-manager``). With
+        ``--use-service-account-credentials=false`` every controller acts as
+        that one user, whose bootstrap ClusterRole does not cover what e.g. the
+        namespace and garbage collectors delete, so the certificate also
+        carries ``system:masters``; real clusters give each controller its
+        own ServiceAccount instead. Loopback only (serving on a free port,
+        which only /healthz is asked of), leader election off.
+        """
+        assert self.ca is not None
+        leaf = self.ca.issue("system:kube-controller-manager", client=True, organizations=("system:masters",))
+        kubeconfig = self.write_kubeconfig(
+            self.workdir / "kube-controller-manager.kubeconfig", cert=leaf.cert, key=leaf.key
+        )
+        port = free_port()
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries["kube-controller-manager"]),
+                f"--kubeconfig={kubeconfig}",
+                f"--controllers={','.join(controllers)}",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                f"--service-account-private-key-file={self.sa_key}",
+                f"--root-ca-file={self.ca.path}",
+                "--profiling=false",
+                "--v=2",
+            ],
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        _wait(
+            "kube-controller-manager /healthz",
+            lambda: (
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=insecure, timeout=1).status == 200
+            ),
+            60,
+            proc,
+        )
+        return proc
