@@ -23,6 +23,7 @@ FULL = [
     ["bench.core", "throughput", "--workload", "anti-affinity", "--nodes", "5000", "--pods", "4000"],
     ["bench.core", "throughput", "--workload", "preemption", "--nodes", "5000", "--pods", "300", "--repeat", "2"],
     ["bench.core", "memory", "--nodes", "5000", "--pods", "50000"],
+    ["bench.queues", "--nodes", "5000", "--pods", "10000"],
     ["bench.extender", "cache", "--nodes", "5000"],
     ["bench.extender", "full", "--nodes", "5000"],
     ["bench.grpc_api", "--nodes", "5000", "--pods", "10000"],
@@ -32,6 +33,7 @@ FULL = [
 QUICK = [
     ["bench.core", "throughput", "--workload", "basic", "--nodes", "500", "--pods", "1000", "--repeat", "1"],
     ["bench.core", "memory", "--nodes", "500", "--pods", "5000"],
+    ["bench.queues", "--nodes", "500", "--pods", "1000", "--repeat", "1"],
     ["bench.extender", "cache", "--nodes", "500", "--iterations", "50", "--repeat", "1"],
     ["bench.extender", "full", "--nodes", "500", "--iterations", "3", "--repeat", "1"],
     ["bench.grpc_api", "--nodes", "500", "--pods", "500", "--iterations", "5", "--repeat", "1"],
@@ -69,6 +71,8 @@ def _targets() -> list[tuple[str, str, str]]:
         v = get(f"core-throughput-{wl}", "median_pods_per_second")
         ok = None if v is None or target is None else v >= target
         row(f"core throughput {wl}" + (f" >= {target} pods/s" if target else ""), v, "{:.0f} pods/s", ok)
+    v = get("queues-throughput", "ratio_queued_over_unqueued")
+    row("50 queues / no queues pods/s >= 0.85", v, "{:.2f}", None if v is None else v >= 0.85)
     v = get("kube-side-by-side-basic", "ratio_berth_over_kube_scheduler")
     row("real API server: Berth/kube-scheduler pods/s", v, "{:.2f}", None if v is None else v >= 1)
     v = get("memory", "rss_mib")

@@ -21,6 +21,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,18 @@ def _pods(docs: list[dict[str, Any]]) -> list[model.Pod]:
     return out
 
 
-async def _throughput_once(num_nodes: int, pods: list[model.Pod], pre: list[model.Pod]) -> tuple[float, int]:
-    berth = app.build(config.parse({}))
+async def _throughput_once(
+    num_nodes: int,
+    pods: list[model.Pod],
+    pre: list[model.Pod],
+    doc: dict[str, Any] | None = None,
+    after: Callable[[app.Berth], None] | None = None,
+) -> tuple[float, int, float]:
+    """One timed run on a fresh Berth built from configuration ``doc``:
+    (wall seconds, pods bound, CPU seconds of this process meanwhile — less
+    sensitive than the wall clock to other work on the machine). ``after``
+    inspects the Berth once the pods are bound (untimed)."""
+    berth = app.build(config.parse(doc or {}))
     cluster = berth.cluster
     cluster.upsert_nodes(_nodes(num_nodes))
     cluster.upsert_pods(pre)
@@ -67,15 +78,17 @@ async def _throughput_once(num_nodes: int, pods: list[model.Pod], pre: list[mode
     cluster.bind = counting_bind  # type: ignore[method-assign]
     task = asyncio.create_task(berth.run_loop())
     gc.collect()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     cluster.upsert_pods(pods)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), timeout=600)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    if after is not None:
+        after(berth)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    return elapsed, bound
+    return elapsed, bound, cpu
 
 
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
@@ -88,7 +101,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     runs = []
     for r in range(args.repeat):
         pods = _pods(docs)
-        elapsed, bound = asyncio.run(_throughput_once(args.nodes, pods, [p for p in pre]))
+        elapsed, bound, _ = asyncio.run(_throughput_once(args.nodes, pods, [p for p in pre]))
         rate = bound / elapsed if elapsed else 0.0
         runs.append({"seconds": elapsed, "bound": bound, "pods_per_second": rate})
         print(f"  run {r + 1}: {bound}/{len(pods)} bound in {elapsed:.2f}s = {rate:.0f} pods/s", flush=True)

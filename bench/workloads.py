@@ -176,6 +176,60 @@ def preemption_mix(num_nodes: int, n: int) -> tuple[list[dict[str, Any]], list[d
     return fillers, arrivals
 
 
+def queue_tree(num_nodes: int, num_pods: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Fifty batch queues in three levels, sized to a cluster of ``num_nodes``
+    :func:`node` s and ``num_pods`` basic pods spread over the leaves: roots
+    ``org-a``/``org-b`` (40 % / 30 % of the cluster guaranteed), six teams
+    under each (an eighth of their root each), three jobs under each team (a
+    big guarantee, a small one the leaf outgrows and borrows above, none).
+    Weights go 1..4; the ``max`` values never bind. Returns (the ``queues``
+    section, the leaf names in order)."""
+    cpu_m, mem_mi = num_nodes * 4000, num_nodes * 32 * 1024
+    per_leaf = -(-num_pods // 36)
+    leaf_cpu_m, leaf_mem_mi = per_leaf * 100, per_leaf * 500
+
+    def amounts(c: int, m: int) -> dict[str, str]:
+        return {"cpu": f"{c}m", "memory": f"{m}Mi"}
+
+    specs: list[dict[str, Any]] = []
+    leaves: list[str] = []
+    for r, (root, share) in enumerate((("org-a", 40), ("org-b", 30))):
+        rc, rm = cpu_m * share // 100, mem_mi * share // 100
+        specs.append(
+            {"name": root, "weight": 1 + r, "guaranteed": amounts(rc, rm), "max": amounts(cpu_m * 9 // 10, mem_mi)}
+        )
+        tc, tm = rc // 8, rm // 8
+        for t in range(6):
+            team = f"{root}-team-{t}"
+            spec: dict[str, Any] = {
+                "name": team,
+                "parent": root,
+                "weight": 1 + (t + r) % 4,
+                "guaranteed": amounts(tc, tm),
+            }
+            if t % 2:
+                spec["max"] = amounts(rc // 2, rm // 2)
+            specs.append(spec)
+            for j in range(3):
+                leaf = f"{team}-job-{j}"
+                spec = {"name": leaf, "parent": team, "weight": 1 + (t + j) % 4}
+                if j == 0:
+                    spec["guaranteed"] = amounts(tc // 2, tm // 2)
+                elif j == 1:  # outgrown half-way: the rest is borrowed
+                    spec["guaranteed"] = amounts(leaf_cpu_m // 2, leaf_mem_mi // 2)
+                else:
+                    spec["max"] = amounts(min(4 * leaf_cpu_m, rc // 2), min(4 * leaf_mem_mi, rm // 2))
+                specs.append(spec)
+                leaves.append(leaf)
+    return specs, leaves
+
+
+def queued(n: int, leaves: list[str]) -> list[dict[str, Any]]:
+    """Basic pods (100m/500Mi) spread round-robin over ``leaves`` with the
+    ``berth.dev/queue`` label (inert when no queues are configured)."""
+    return [pod(f"queued-{i}", labels={"berth.dev/queue": leaves[i % len(leaves)]}) for i in range(n)]
+
+
 WORKLOADS = {
     "basic": basic,
     "spread": spread,

@@ -93,6 +93,8 @@ class QueueStatus:
 
 class _Queue:
     __slots__ = (
+        "_owed",
+        "_share",
         "children",
         "depth",
         "guaranteed",
@@ -100,6 +102,7 @@ class _Queue:
         "name",
         "parent",
         "path",
+        "path_names",
         "pending",
         "pending_pods",
         "spec",
@@ -118,6 +121,12 @@ class _Queue:
         self.pending_pods = 0
         #: root-most first, this queue last
         self.path: tuple[_Queue, ...] = ()
+        self.path_names: tuple[str, ...] = ()
+        # Cached, dropped when usage or pending demand on this queue's
+        # subtree changes (:meth:`QueueTree._touch`): a pod's change touches
+        # only its path, so checks stay cheap with many queues.
+        self._owed: Amounts | None = None
+        self._share: float | None = None
         self.depth = 0
 
     @property
@@ -202,6 +211,7 @@ class QueueTree:
 
         def walk(q: _Queue, path: tuple[_Queue, ...]) -> None:
             q.path = (*path, q)
+            q.path_names = tuple(a.name for a in q.path)
             q.depth = len(path)
             for c in q.children:
                 walk(c, q.path)
@@ -236,6 +246,16 @@ class QueueTree:
 
     def capacity_changed(self) -> None:
         self._capacity = None
+        for q in self._queues.values():
+            q._share = None
+
+    @staticmethod
+    def _touch(q: _Queue) -> None:
+        """Usage or pending demand changed in ``q``'s subtree: drop the cached
+        values of ``q`` and its ancestors."""
+        for a in q.path:
+            a._owed = None
+            a._share = None
 
     # ------------------------------------------------------------ classification
 
@@ -277,13 +297,16 @@ class QueueTree:
             if q is not None:
                 for a in q.path:
                     _add(a.usage, old[1], -1)
+                self._touch(q)
         pi = self._placed.get(uid) or self._nominated.get(uid)
         leaving = pi is not None and (uid in self._leaving or bool(pi.pod.metadata.deletion_timestamp))
         leaf = self.lane_of(pi.pod) if pi is not None and not leaving else ""
         if pi is not None and leaf:
             self._usage_of[uid] = (leaf, pi.requests)
-            for a in self._queues[leaf].path:
+            q = self._queues[leaf]
+            for a in q.path:
                 _add(a.usage, pi.requests, 1)
+            self._touch(q)
         elif old is not None:
             self.on_release()
 
@@ -319,9 +342,11 @@ class QueueTree:
         leaf = self.lane_of(pi.pod)
         self._pending[pi.uid] = (pi, leaf)
         if leaf:
-            for a in self._queues[leaf].path:
+            q = self._queues[leaf]
+            for a in q.path:
                 _add(a.pending, pi.requests, 1)
                 a.pending_pods += 1
+            self._touch(q)
 
     def pending_left(self, uid: str, *, release: bool = True) -> None:
         got = self._pending.pop(uid, None)
@@ -335,18 +360,22 @@ class QueueTree:
         for a in q.path:
             _add(a.pending, pi.requests, -1)
             a.pending_pods -= 1
+        self._touch(q)
         if owed:
             self.on_release()
 
     # ------------------------------------------------------------ shares
 
     def dominant_share(self, q: _Queue) -> float:
+        if q._share is not None:
+            return q._share
         cap = self.capacity()
         share = 0.0
         for name, used in q.usage.items():
             total = cap.get(name)
             if total and used > 0:
                 share = max(share, used / total)
+        q._share = share
         return share
 
     def _guaranteed_share(self, q: _Queue) -> float:
@@ -369,14 +398,20 @@ class QueueTree:
                 return ""
             q = self._queues.get(lane)
             if q is not None:
-                hot.update(a.name for a in q.path)
+                hot.update(q.path_names)
         level = self._roots
         chosen: _Queue | None = None
         while True:
-            cands = [q for q in level if q.name in hot]
-            if not cands:
+            best: _Queue | None = None
+            best_key = (0.0, "")
+            for q in level:
+                if q.name in hot:
+                    key = (self.dominant_share(q) / q.weight, q.name)
+                    if best is None or key < best_key:
+                        best, best_key = q, key
+            if best is None:
                 break
-            chosen = min(cands, key=lambda q: (self.dominant_share(q) / q.weight, q.name))
+            chosen = best
             if chosen.leaf:
                 return chosen.name
             level = chosen.children
@@ -386,7 +421,10 @@ class QueueTree:
 
     def _owed(self, q: _Queue) -> Amounts:
         """What queue ``q`` is owed now: ``min(guaranteed - usage, pending)``
-        per resource, and at least what its children are owed."""
+        per resource, and at least what its children are owed (cached until
+        its subtree changes; callers must not modify the result)."""
+        if q._owed is not None:
+            return q._owed
         own: Amounts = {}
         for name, g in q.guaranteed.items():
             v = min(g - q.usage.get(name, 0), q.pending.get(name, 0))
@@ -399,6 +437,7 @@ class QueueTree:
             for name, v in kids.items():
                 if v > own.get(name, 0):
                     own[name] = v
+        q._owed = own
         return own
 
     def check(self, pods: Sequence[PodInfo]) -> Verdict:

@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from berth.cache.infos import PodInfo
 from berth.errors import InvalidArgument
@@ -368,3 +370,43 @@ def test_invalid_queues_are_refused_naming_the_field(queues: list[dict[str, Any]
     with pytest.raises(InvalidArgument) as e:
         QueueTree(specs(*queues))
     assert str(e.value).startswith(error)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["place", "unplace", "wait", "leave", "nominate", "mark"]),
+            st.sampled_from(["vision", "nlp", "batch"]),
+            st.integers(0, 5),
+            st.integers(1, 4),
+        ),
+        max_size=40,
+    )
+)
+def test_cached_shares_and_owed_amounts_always_equal_fresh_ones(ops: list[tuple[str, str, int, int]]) -> None:
+    """The per-queue caches are dropped along a pod's path on every change:
+    after any sequence of changes they equal values computed afresh."""
+    t = tree(*RESEARCH)
+    pods: dict[tuple[str, int], PodInfo] = {}
+    for op, queue, i, cpu in ops:
+        p = pods.setdefault((queue, i), pod(f"{queue}-{i}", queue, cpu=str(cpu)))
+        if op == "place":
+            t.on_cache(p, "n0", 1)
+        elif op == "unplace":
+            t.on_cache(p, "n0", -1)
+        elif op == "wait":
+            t.pending_entered(p)
+        elif op == "leave":
+            t.pending_left(p.uid)
+        elif op == "nominate":
+            t.on_nominated(p, "n0")
+        else:
+            t.mark_leaving(p.uid)
+        t.check([pod("probe", queue, cpu="2")])  # fills the caches
+        t.pick(["vision", "nlp", "batch"])
+    cached = {s.name: (s.dominant_share, dict(t._owed(t._queues[s.name]))) for s in t.status()}
+    for q in t._queues.values():
+        q._owed, q._share = None, None
+    fresh = {s.name: (s.dominant_share, dict(t._owed(t._queues[s.name]))) for s in t.status()}
+    assert cached == fresh
