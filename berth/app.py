@@ -42,9 +42,11 @@ from berth.quota import metrics as quota_metrics
 from berth.scheduling.client import SourceClient
 from berth.scheduling.core import Core, new_queue_tree
 from berth.scheduling.decisions import DecisionLog
+from berth.scheduling.dra_state import DraStore
 from berth.scheduling.loop import Scheduler
 from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
 from berth.scheduling.verbs import Extender
+from berth.scheduling.volume_state import VolumeStore
 
 __all__ = ["Berth", "build", "running", "serve"]
 
@@ -107,7 +109,9 @@ def build(
     pods, groups, pdbs = PodStore(), PodGroupStore(), PodDisruptionBudgetStore()
     namespaces, workloads = NamespaceStore(), WorkloadStore()
     nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
-    client = SourceClient(pods)
+    dra_store = DraStore()
+    volume_store = VolumeStore()
+    client = SourceClient(pods, dra_store)
     quota = new_queue_tree(cfg, cache, nominator)
     quota_metrics.register(metrics.registry, quota)
     frameworks: dict[str, Framework] = {}
@@ -121,6 +125,8 @@ def build(
             namespaces=namespaces,
             workloads=workloads,
             queues=quota,
+            dra=dra_store,
+            volumes=volume_store,
             nominator=nominator,
             waiting_pods=waiting,
             client=client,
@@ -146,6 +152,8 @@ def build(
         clock=clock,
         rng=rng or random.Random(),
         quota=quota,
+        dra_store=dra_store,
+        volume_store=volume_store,
     )
     cluster = EmbeddedCluster(core)
     client.default_source = cluster

@@ -45,6 +45,7 @@ __all__ = [
 
 _MAX_TRACKED = 1024
 
+
 def has_affinity(pod: model.Pod) -> bool:
     a = pod.spec.affinity
     return a is not None and (a.pod_affinity is not None or a.pod_anti_affinity is not None)

@@ -38,9 +38,10 @@ from typing import TypeVar
 
 import msgspec
 
-from berth.cluster import manifests, model, validation
+from berth.cluster import dra, dra_validation, manifests, model, validation
+from berth.cluster.embedded_storage import StorageObjects
 from berth.cluster.manifests import Manifests, default_uid
-from berth.cluster.sources import BindConflict, BindError, ClusterListener
+from berth.cluster.sources import BindConflict, BindError, ClusterListener, Conflict, Source
 from berth.errors import (
     AlreadyExists,
     BerthError,
@@ -55,7 +56,7 @@ __all__ = ["EmbeddedCluster"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Namespaced = TypeVar("Namespaced", model.PodGroup, model.PodDisruptionBudget)
+Namespaced = TypeVar("Namespaced", model.PodGroup, model.PodDisruptionBudget, dra.ResourceClaimTemplate)
 
 
 def _checked(at: str, obj: T, *checks: Callable[[T], None]) -> None:
@@ -83,8 +84,10 @@ def _first_seen(seen: dict[str, int], value: str, batch: str, i: int, field: str
         raise validation.duplicate(f"{batch}[{i}].{field}", value, f"{what} as {batch}[{j}]")
 
 
-class EmbeddedCluster:
-    """In-memory namespaces, nodes, pods, pod groups and PDBs; see the module docstring."""
+class EmbeddedCluster(StorageObjects):
+    """In-memory namespaces, nodes, pods, pod groups, PDBs, workloads and DRA
+    objects (DeviceClasses, ResourceSlices, ResourceClaims and their
+    templates); see the module docstring."""
 
     name = "embedded"
 
@@ -97,10 +100,20 @@ class EmbeddedCluster:
         self.pdbs: dict[str, model.PodDisruptionBudget] = {}  # NAMESPACE/NAME -> budget
         #: Services, ReplicationControllers, ReplicaSets, StatefulSets: (kind, NAMESPACE/NAME) -> object.
         self.workloads: dict[tuple[str, str], model.Workload] = {}
+        #: Dynamic Resource Allocation (resource.k8s.io/v1): classes and slices
+        #: by name, claims and templates by NAMESPACE/NAME.
+        self.device_classes: dict[str, dra.DeviceClass] = {}
+        self.resource_slices: dict[str, dra.ResourceSlice] = {}
+        self.resource_claims: dict[str, dra.ResourceClaim] = {}
+        self.claim_templates: dict[str, dra.ResourceClaimTemplate] = {}
+        self._claim_version = 0  # the claims' metadata.resourceVersion
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.evictions: list[tuple[str, str]] = []  # (pod key, reason)
         self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
         self._key_of_uid: dict[str, str] = {}  # uid -> NAMESPACE/NAME of the pod holding it
+        # PVs, PVCs, StorageClasses, CSI objects, and the PV controller's part
+        # (berth.cluster.embedded_storage: no PV controller runs here).
+        self._init_storage()
 
     # ------------------------------------------------------------ feeding
 
@@ -113,6 +126,19 @@ class EmbeddedCluster:
         self.upsert_pod_groups(objects.pod_groups)
         self.upsert_pdbs(objects.pdbs)
         self.upsert_workloads(objects.workloads)
+        # Devices and claims before pods: a pod whose claim exists is not
+        # held at PreEnqueue.
+        self.upsert_device_classes(objects.device_classes)
+        self.upsert_resource_slices(objects.resource_slices)
+        self.upsert_resource_claim_templates(objects.resource_claim_templates)
+        self.upsert_resource_claims(objects.resource_claims)
+        # Storage before pods too: a pod whose claims exist is not rejected for a missing one.
+        self.upsert_storage_classes(objects.storage_classes)
+        self.upsert_csi_drivers(objects.csi_drivers)
+        self.upsert_csi_nodes(objects.csi_nodes)
+        self.upsert_csi_storage_capacities(objects.csi_storage_capacities)
+        self.upsert_persistent_volumes(objects.persistent_volumes)
+        self.upsert_persistent_volume_claims(objects.persistent_volume_claims)
         self.upsert_pods(objects.pods)
 
     def upsert_namespaces(self, namespaces: Iterable[model.Namespace]) -> int:
@@ -244,6 +270,145 @@ class EmbeddedCluster:
                 n += 1
         return n
 
+    # ------------------------------------------------------------ resource.k8s.io/v1
+
+    def upsert_device_classes(self, classes: Iterable[dra.DeviceClass]) -> int:
+        """DeviceClasses, all or none (validated as the API server does)."""
+        batch = list(classes)
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"deviceClasses[{i}]", obj, dra_validation.validate_device_class)
+            _first_seen(seen, obj.metadata.name, "deviceClasses", i, "metadata.name", "the same name")
+        for obj in batch:
+            self.device_classes[obj.metadata.name] = obj
+            self.core.on_device_class(obj)
+        return len(batch)
+
+    def delete_device_classes(self, names: Iterable[str]) -> int:
+        """Delete DeviceClasses by name; unknown names are skipped."""
+        n = 0
+        for name in names:
+            if self.device_classes.pop(name, None) is not None:
+                self.core.on_device_class_delete(name)
+                n += 1
+        return n
+
+    def upsert_resource_slices(self, slices: Iterable[dra.ResourceSlice]) -> int:
+        """ResourceSlices (a driver's devices on a node, a node selection or all
+        nodes), all or none."""
+        batch = list(slices)
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"resourceSlices[{i}]", obj, dra_validation.validate_resource_slice)
+            _first_seen(seen, obj.metadata.name, "resourceSlices", i, "metadata.name", "the same name")
+        for obj in batch:
+            self.resource_slices[obj.metadata.name] = obj
+            self.core.on_resource_slice(obj)
+        return len(batch)
+
+    def delete_resource_slices(self, names: Iterable[str]) -> int:
+        """Delete ResourceSlices by name; unknown names are skipped. Claims
+        allocated from their devices keep their allocations (as in Kubernetes)."""
+        n = 0
+        for name in names:
+            if self.resource_slices.pop(name, None) is not None:
+                self.core.on_resource_slice_delete(name)
+                n += 1
+        return n
+
+    def upsert_resource_claims(self, claims: Iterable[dra.ResourceClaim]) -> int:
+        """ResourceClaims, all or none: defaulted to ``default`` and a uid,
+        validated, unique by namespace and name. A claim may come allocated
+        and reserved (another scheduler's work): its devices are then in use.
+        Each write gets a new ``metadata.resourceVersion``."""
+        batch = [_claim_defaulted(c) for c in claims]
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"resourceClaims[{i}]", obj, dra_validation.validate_resource_claim)
+            _first_seen(seen, obj.key, "resourceClaims", i, "metadata.name", "the same namespace and name")
+        for obj in batch:
+            self._store_claim(obj)
+        return len(batch)
+
+    def delete_resource_claims(self, keys: Iterable[str]) -> int:
+        """Delete ResourceClaims by ``NAMESPACE/NAME``; unknown keys are skipped.
+        The claim goes at once (no finalizer holds it here): an allocated
+        one frees its devices."""
+        n = 0
+        for key in keys:
+            obj = self.resource_claims.pop(key, None)
+            if obj is not None:
+                self.core.on_resource_claim_delete(obj.metadata.namespace, obj.metadata.name)
+                n += 1
+        return n
+
+    def upsert_resource_claim_templates(self, templates: Iterable[dra.ResourceClaimTemplate]) -> int:
+        """ResourceClaimTemplates, all or none. Nothing stamps claims out of
+        them here (kube-controller-manager does in Kubernetes): a feeder
+        creates the claim and sets the pod's ``status.resourceClaimStatuses``."""
+        batch = [_in_namespace(t) for t in templates]
+        seen: dict[str, int] = {}
+        for i, obj in enumerate(batch):
+            _checked(f"resourceClaimTemplates[{i}]", obj, dra_validation.validate_resource_claim_template)
+            _first_seen(seen, obj.key, "resourceClaimTemplates", i, "metadata.name", "the same namespace and name")
+        for obj in batch:
+            self.claim_templates[obj.key] = obj
+            self.core.on_resource_claim_template(obj)
+        return len(batch)
+
+    def delete_resource_claim_templates(self, keys: Iterable[str]) -> int:
+        n = 0
+        for key in keys:
+            obj = self.claim_templates.pop(key, None)
+            if obj is not None:
+                self.core.on_resource_claim_template_delete(obj.metadata.namespace, obj.metadata.name)
+                n += 1
+        return n
+
+    def _store_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        self._claim_version += 1
+        md = msgspec.structs.replace(claim.metadata, resource_version=str(self._claim_version))
+        claim = msgspec.structs.replace(claim, metadata=md)
+        self.resource_claims[claim.key] = claim
+        self.core.on_resource_claim(claim, source=self)
+        return claim
+
+    def _current_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """The stored claim a write replaces; NotFound, or Conflict (the API
+        server's 409) when ``claim`` was read at another resourceVersion."""
+        md = claim.metadata
+        current = self.resource_claims.get(model.pod_key(md.namespace, md.name))
+        if current is None or (md.uid and md.uid != current.metadata.uid):
+            raise NotFound(f'resourceclaims.resource.k8s.io "{md.name}" not found')
+        if md.resource_version != current.metadata.resource_version:
+            raise Conflict(
+                f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{md.name}": the object has '
+                "been modified; please apply your changes to the latest version and try again"
+            )
+        return current
+
+    # ------------------------------------------------------------ Source: ResourceClaims
+
+    async def get_claim(self, namespace: str, name: str) -> dra.ResourceClaim:
+        claim = self.resource_claims.get(model.pod_key(namespace, name))
+        if claim is None:
+            raise NotFound(f'resourceclaims.resource.k8s.io "{name}" not found')
+        return claim
+
+    async def update_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """metadata only (the spec of a claim is immutable; status has its own verb)."""
+        current = self._current_claim(claim)
+        md = msgspec.structs.replace(claim.metadata, uid=current.metadata.uid)
+        updated = msgspec.structs.replace(current, metadata=md)
+        _checked("resourceclaim", updated, dra_validation.validate_resource_claim)
+        return self._store_claim(updated)
+
+    async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        current = self._current_claim(claim)
+        updated = msgspec.structs.replace(current, status=claim.status)
+        _checked("resourceclaim", updated, dra_validation.validate_resource_claim)
+        return self._store_claim(updated)
+
     def _upsert_namespaced(
         self,
         batch_name: str,
@@ -313,6 +478,9 @@ class EmbeddedCluster:
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         self.events.append((pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}"))
 
+    def _as_source(self) -> Source:
+        return self
+
     def log_summary(self) -> None:
         bound = sum(1 for p in self.pods.values() if p.spec.node_name)
         log.info("embedded cluster: %d nodes, %d pods (%d bound)", len(self.nodes), len(self.pods), bound)
@@ -327,6 +495,16 @@ def _defaulted(pod: model.Pod) -> model.Pod:
     namespace = md.namespace or "default"
     md = msgspec.structs.replace(md, namespace=namespace, uid=md.uid or default_uid(namespace, md.name))
     return msgspec.structs.replace(pod, metadata=md)
+
+
+def _claim_defaulted(claim: dra.ResourceClaim) -> dra.ResourceClaim:
+    """``claim`` in ``default`` and with a uid when it has none (a copy)."""
+    md = claim.metadata
+    if md.namespace and md.uid:
+        return claim
+    namespace = md.namespace or "default"
+    md = msgspec.structs.replace(md, namespace=namespace, uid=md.uid or default_uid(namespace, md.name))
+    return msgspec.structs.replace(claim, metadata=md)
 
 
 def _namespace_defaulted(ns: model.Namespace) -> model.Namespace:
@@ -345,5 +523,5 @@ def _in_namespace(obj: Namespaced) -> Namespaced:
     return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="default"))
 
 
-def _key(obj: model.PodGroup | model.PodDisruptionBudget) -> str:
+def _key(obj: model.PodGroup | model.PodDisruptionBudget | dra.ResourceClaimTemplate) -> str:
     return model.pod_key(obj.metadata.namespace, obj.metadata.name)

@@ -3,9 +3,10 @@
 
 Accepts multi-document YAML or JSON, each document an object or a ``List``
 (``kind: List`` or ``*List`` with ``items``). Kinds: Namespace, Node, Pod,
-PodGroup (``scheduling.x-k8s.io``), PodDisruptionBudget, and Service,
+PodGroup (``scheduling.x-k8s.io``), PodDisruptionBudget, Service,
 ReplicationController, ReplicaSet and StatefulSet (only their selectors are
-kept: PodTopologySpread's default constraints). Every object is checked the
+kept: PodTopologySpread's default constraints), and DeviceClass,
+ResourceSlice, ResourceClaim and ResourceClaimTemplate (``resource.k8s.io/v1``). Every object is checked the
 way the API server would reject it (names, quantities, selector operators),
 and errors name the document and the field: ``cluster.yaml: document 3
 (Pod default/web-0): spec.containers[0].resources.requests.cpu: invalid
@@ -34,7 +35,7 @@ import msgspec
 import yaml
 
 from berth import errors
-from berth.cluster import labels, model, openapi, resources, validation
+from berth.cluster import dra, dra_validation, labels, model, openapi, resources, storage, validation
 
 __all__ = [
     "VALIDATION_MODES",
@@ -70,6 +71,16 @@ class Manifests:
     pod_groups: list[model.PodGroup] = dataclasses.field(default_factory=list)
     pdbs: list[model.PodDisruptionBudget] = dataclasses.field(default_factory=list)
     workloads: list[model.Workload] = dataclasses.field(default_factory=list)
+    device_classes: list[dra.DeviceClass] = dataclasses.field(default_factory=list)
+    resource_slices: list[dra.ResourceSlice] = dataclasses.field(default_factory=list)
+    resource_claims: list[dra.ResourceClaim] = dataclasses.field(default_factory=list)
+    resource_claim_templates: list[dra.ResourceClaimTemplate] = dataclasses.field(default_factory=list)
+    persistent_volumes: list[storage.PersistentVolume] = dataclasses.field(default_factory=list)
+    persistent_volume_claims: list[storage.PersistentVolumeClaim] = dataclasses.field(default_factory=list)
+    storage_classes: list[storage.StorageClass] = dataclasses.field(default_factory=list)
+    csi_nodes: list[storage.CSINode] = dataclasses.field(default_factory=list)
+    csi_drivers: list[storage.CSIDriver] = dataclasses.field(default_factory=list)
+    csi_storage_capacities: list[storage.CSIStorageCapacity] = dataclasses.field(default_factory=list)
 
 
 def _iter_objects(docs: list[Any], validate: ValidationMode, source: str) -> Iterator[tuple[str, Any]]:
@@ -244,7 +255,8 @@ def default_uid(namespace: str, name: str) -> str:
     return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
 
 
-_KINDS = ("Namespace", "Node", "Pod", "PodGroup", "PodDisruptionBudget", *model.WORKLOAD_KINDS)
+_DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
+_KINDS = ("Namespace", "Node", "Pod", "PodGroup", "PodDisruptionBudget", *model.WORKLOAD_KINDS, *_DRA_KINDS)
 
 
 def parse_documents(
@@ -301,6 +313,10 @@ def parse_documents(
                 workload.metadata.namespace = workload.metadata.namespace or default_namespace
                 _checked_workload(workload)
                 out.workloads.append(workload)
+            elif kind in _DRA_KINDS:
+                _dra_object(obj, kind, label, default_namespace, out)
+            elif kind in _STORAGE_KINDS:
+                _storage_object(obj, kind, label, default_namespace, out)
             elif kind is None:
                 raise ManifestError("kind: required")
             else:
@@ -309,6 +325,67 @@ def parse_documents(
             text = str(e)
             raise ManifestError(text if text.startswith(label) else f"{label}: {text}") from None
     return out
+
+
+#: kind -> (type, namespaced, validation, the Manifests list it goes to).
+_STORAGE_KINDS: dict[str, tuple[type[Any], bool, Any, str]] = {
+    "PersistentVolume": (storage.PersistentVolume, False, storage.validate_pv, "persistent_volumes"),
+    "PersistentVolumeClaim": (storage.PersistentVolumeClaim, True, storage.validate_pvc, "persistent_volume_claims"),
+    "StorageClass": (storage.StorageClass, False, storage.validate_storage_class, "storage_classes"),
+    "CSINode": (storage.CSINode, False, storage.validate_csi_node, "csi_nodes"),
+    "CSIDriver": (storage.CSIDriver, False, storage.validate_csi_driver, "csi_drivers"),
+    "CSIStorageCapacity": (
+        storage.CSIStorageCapacity,
+        True,
+        storage.validate_csi_storage_capacity,
+        "csi_storage_capacities",
+    ),
+}
+
+
+def _storage_object(obj: Any, kind: str, label: str, default_namespace: str, out: Manifests) -> None:
+    """A PV, PVC, StorageClass or CSI object, validated as the API server does
+    (:mod:`berth.cluster.storage`); namespaced ones defaulted."""
+    typ, namespaced, check, field = _STORAGE_KINDS[kind]
+    item = _convert(obj, typ, label)
+    md = item.metadata
+    if namespaced:
+        md.namespace = md.namespace or default_namespace
+    try:
+        check(item)
+    except errors.InvalidArgument as e:
+        raise ManifestError(str(e)) from None
+    getattr(out, field).append(item)
+
+
+def _dra_object(obj: Any, kind: str, label: str, default_namespace: str, out: Manifests) -> None:
+    """A resource.k8s.io/v1 object, validated as the API server does
+    (:mod:`berth.cluster.dra_validation`); namespaced ones defaulted."""
+    try:
+        if kind == "DeviceClass":
+            device_class = _convert(obj, dra.DeviceClass, label)
+            dra_validation.validate_device_class(device_class)
+            out.device_classes.append(device_class)
+        elif kind == "ResourceSlice":
+            resource_slice = _convert(obj, dra.ResourceSlice, label)
+            dra_validation.validate_resource_slice(resource_slice)
+            out.resource_slices.append(resource_slice)
+        elif kind == "ResourceClaim":
+            claim = _convert(obj, dra.ResourceClaim, label)
+            md = claim.metadata
+            md.namespace = md.namespace or default_namespace
+            md.uid = md.uid or default_uid(md.namespace, md.name)
+            dra_validation.validate_resource_claim(claim)
+            out.resource_claims.append(claim)
+        else:
+            template = _convert(obj, dra.ResourceClaimTemplate, label)
+            template.metadata.namespace = template.metadata.namespace or default_namespace
+            dra_validation.validate_resource_claim_template(template)
+            out.resource_claim_templates.append(template)
+    except errors.InvalidArgument as e:
+        if isinstance(e, ManifestError):
+            raise
+        raise ManifestError(str(e)) from None
 
 
 def _checked_workload(obj: model.Workload) -> None:

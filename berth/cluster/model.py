@@ -21,11 +21,16 @@ __all__ = [
     "LABEL_METADATA_NAME",
     "LABEL_POD_GROUP",
     "WORKLOAD_KINDS",
+    "AWSElasticBlockStoreVolumeSource",
     "Affinity",
+    "CSIVolumeSource",
     "Container",
     "ContainerImage",
     "ContainerPort",
     "ContainerResourceClaim",
+    "EphemeralVolumeSource",
+    "GCEPersistentDiskVolumeSource",
+    "ISCSIVolumeSource",
     "LabelSelector",
     "LabelSelectorRequirement",
     "Namespace",
@@ -38,6 +43,7 @@ __all__ = [
     "NodeStatus",
     "ObjectMeta",
     "OwnerReference",
+    "PersistentVolumeClaimVolumeSource",
     "Pod",
     "PodAffinity",
     "PodAffinityTerm",
@@ -49,6 +55,7 @@ __all__ = [
     "PodStatus",
     "PreferredSchedulingTerm",
     "Quantity",
+    "RBDVolumeSource",
     "ReplicaSet",
     "ReplicationController",
     "ReplicationControllerSpec",
@@ -61,6 +68,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",
+    "Volume",
     "WeightedPodAffinityTerm",
     "Workload",
     "pod_key",
@@ -100,6 +108,8 @@ class ObjectMeta(_K8s):
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     owner_references: list[OwnerReference] = []
+    #: Read and written for ResourceClaims (``resource.kubernetes.io/delete-protection``).
+    finalizers: list[str] = []
 
 
 # ---------------------------------------------------------------- selectors
@@ -237,6 +247,71 @@ class PodResourceClaimStatus(_K8s):
     resource_claim_name: str | None = None
 
 
+# ---------------------------------------------------------------- volumes
+# The pod's volumes the volume plugins read: claims (persistentVolumeClaim,
+# ephemeral) and the in-tree disks VolumeRestrictions and NodeVolumeLimits
+# look at; other sources decode as a Volume with none of these set.
+
+
+class PersistentVolumeClaimVolumeSource(_K8s):
+    claim_name: str = ""
+    read_only: bool = False
+
+
+class EphemeralVolumeSource(_K8s):
+    """A generic ephemeral volume: the ephemeral volume controller creates the
+    claim ``<pod name>-<volume name>``, owned by the pod; only that matters here."""
+
+    volume_claim_template: dict[str, Any] | None = None
+
+
+class GCEPersistentDiskVolumeSource(_K8s):
+    pd_name: str = ""
+    fs_type: str = ""
+    partition: int = 0
+    read_only: bool = False
+
+
+class AWSElasticBlockStoreVolumeSource(_K8s):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+    fs_type: str = ""
+    partition: int = 0
+    read_only: bool = False
+
+
+class RBDVolumeSource(_K8s):
+    monitors: list[str] = []
+    image: str = ""
+    #: The API server defaults it to "rbd" (SetDefaults_RBDVolumeSource).
+    pool: str = "rbd"
+    read_only: bool = False
+
+
+class ISCSIVolumeSource(_K8s):
+    target_portal: str = ""
+    iqn: str = ""
+    lun: int = 0
+    read_only: bool = False
+
+
+class CSIVolumeSource(_K8s):
+    """An inline (ephemeral) CSI volume."""
+
+    driver: str = ""
+    read_only: bool = False
+
+
+class Volume(_K8s):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    rbd: RBDVolumeSource | None = None
+    iscsi: ISCSIVolumeSource | None = None
+    csi: CSIVolumeSource | None = None
+
+
 class PodSpec(_K8s):
     node_name: str = ""
     scheduler_name: str = ""
@@ -254,6 +329,7 @@ class PodSpec(_K8s):
     host_network: bool = False
     resources: ResourceRequirements | None = None
     resource_claims: list[PodResourceClaim] = []
+    volumes: list[Volume] = []
 
 
 class PodStatus(_K8s):

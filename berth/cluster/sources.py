@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from berth.cluster import model
+from berth.cluster import dra, model, storage
 
-__all__ = ["BindConflict", "BindError", "ClusterListener", "FeedRefused", "Source"]
+__all__ = ["BindConflict", "BindError", "ClusterListener", "Conflict", "FeedRefused", "Source"]
 
 
 class BindError(Exception):
@@ -25,6 +25,11 @@ class BindError(Exception):
 
 class BindConflict(BindError):
     """The pod is already bound elsewhere (or gone): never retry on the same node blindly."""
+
+
+class Conflict(Exception):
+    """A write whose ``metadata.resourceVersion`` is no longer current (the
+    API server's 409 Conflict): read the object again and retry."""
 
 
 class FeedRefused(Exception):
@@ -58,6 +63,29 @@ class Source(Protocol):
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         """Scheduled: the pod was bound to ``node``."""
+
+    # ResourceClaims (DynamicResources' PreBind, Unreserve and PostFilter):
+    # the API server's get / update / updateStatus of resourceclaims.
+
+    async def get_claim(self, namespace: str, name: str) -> dra.ResourceClaim:
+        """The claim as stored now; raises :class:`berth.errors.NotFound`."""
+
+    async def update_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Replace metadata and spec (not status); raises :class:`Conflict`
+        when ``claim.metadata.resourceVersion`` is not the stored one."""
+
+    async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Replace status (the ``status`` subresource), :class:`Conflict` likewise."""
+
+    # PersistentVolumes and claims (VolumeBinding's PreBind): the API
+    # server's update, which replaces metadata and spec.
+
+    async def update_persistent_volume(self, pv: storage.PersistentVolume) -> storage.PersistentVolume:
+        """The PV as stored after the write; :class:`Conflict` when
+        ``pv.metadata.resourceVersion`` is not the stored one; NotFound."""
+
+    async def update_persistent_volume_claim(self, pvc: storage.PersistentVolumeClaim) -> storage.PersistentVolumeClaim:
+        """The claim as stored after the write; :class:`Conflict`, NotFound likewise."""
 
 
 class ClusterListener(Protocol):
@@ -93,3 +121,45 @@ class ClusterListener(Protocol):
         """A Service, ReplicationController, ReplicaSet or StatefulSet (its selector)."""
 
     def on_workload_delete(self, kind: str, namespace: str, name: str) -> None: ...
+
+    def on_device_class(self, obj: dra.DeviceClass) -> None: ...
+
+    def on_device_class_delete(self, name: str) -> None: ...
+
+    def on_resource_slice(self, obj: dra.ResourceSlice) -> None: ...
+
+    def on_resource_slice_delete(self, name: str) -> None: ...
+
+    def on_resource_claim(self, claim: dra.ResourceClaim, *, source: Source) -> None:
+        """A claim, with the source that owns it (where PreBind writes it)."""
+
+    def on_resource_claim_delete(self, namespace: str, name: str) -> None: ...
+
+    def on_resource_claim_template(self, obj: dra.ResourceClaimTemplate) -> None: ...
+
+    def on_resource_claim_template_delete(self, namespace: str, name: str) -> None: ...
+
+    def on_persistent_volume(self, pv: storage.PersistentVolume, *, source: Source) -> None:
+        """A PV, with the source that owns it (where PreBind writes it)."""
+
+    def on_persistent_volume_delete(self, name: str) -> None: ...
+
+    def on_persistent_volume_claim(self, pvc: storage.PersistentVolumeClaim, *, source: Source) -> None: ...
+
+    def on_persistent_volume_claim_delete(self, namespace: str, name: str) -> None: ...
+
+    def on_storage_class(self, obj: storage.StorageClass) -> None: ...
+
+    def on_storage_class_delete(self, name: str) -> None: ...
+
+    def on_csi_node(self, obj: storage.CSINode) -> None: ...
+
+    def on_csi_node_delete(self, name: str) -> None: ...
+
+    def on_csi_driver(self, obj: storage.CSIDriver) -> None: ...
+
+    def on_csi_driver_delete(self, name: str) -> None: ...
+
+    def on_csi_storage_capacity(self, obj: storage.CSIStorageCapacity) -> None: ...
+
+    def on_csi_storage_capacity_delete(self, namespace: str, name: str) -> None: ...

@@ -22,6 +22,11 @@ WaitingPod
 ClientSet               ``client`` (bind, evict, nominate through the pod's
                         source: the API server or the embedded cluster)
 EventRecorder           ``recorder`` (decisions: the gRPC stream, events)
+Storage listers         ``volumes`` (PVs, PVCs, StorageClasses, CSINodes,
+                        CSIDrivers, CSIStorageCapacities; VolumeBinding's
+                        assume caches; PreBind's PV/PVC writes)
+SharedDRAManager        ``dra`` (DeviceClasses, ResourceSlices, ResourceClaims,
+                        templates; in-flight allocations, the assume cache)
 PluginsRunner           ``framework`` (this profile's plugins, for
                         preemption's dry runs)
 =====================  =================================================
@@ -30,12 +35,13 @@ PluginsRunner           ``framework`` (this profile's plugins, for
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol
 
 from berth.cache.cache import Cache
 from berth.cache.infos import PodInfo
-from berth.cluster import model
+from berth.cluster import dra, model, storage
 from berth.framework.decision import Decision
 from berth.metrics import Metrics
 
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClusterClient",
     "DecisionRecorder",
+    "DraLister",
     "Handle",
     "NamespaceLister",
     "Nominator",
@@ -53,6 +60,7 @@ __all__ = [
     "PodGroupLister",
     "PodLister",
     "QueuePolicy",
+    "VolumeLister",
     "WaitingPods",
     "WorkloadLister",
 ]
@@ -134,6 +142,93 @@ class WaitingPods(Protocol):
         """The pod's Permit fails with ``message``: it is unreserved and requeued."""
 
 
+class DraLister(Protocol):
+    """Dynamic Resource Allocation objects and this scheduler's allocations in
+    flight: kube-scheduler's ``SharedDRAManager`` (``ResourceClaims()``,
+    ``ResourceSlices()``, ``DeviceClasses()``), shared by every profile."""
+
+    #: Moves whenever a DeviceClass or ResourceSlice changes.
+    generation: int
+
+    def device_class(self, name: str) -> dra.DeviceClass | None: ...
+
+    def device_classes(self) -> Mapping[str, dra.DeviceClass]: ...
+
+    def resource_slices(self) -> Sequence[dra.ResourceSlice]: ...
+
+    def claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:
+        """The latest claim: the source's, or the one PreBind wrote (assumed)."""
+
+    def claim_template(self, namespace: str, name: str) -> dra.ResourceClaimTemplate | None: ...
+
+    def allocated_devices(self) -> AbstractSet[tuple[str, str, str]]:
+        """(driver, pool, device) of every allocated device — any scheduler's,
+        as the claims say — and of the allocations in flight."""
+
+    def has_pending_allocation(self, uid: str) -> bool: ...
+
+    def signal_pending_allocation(self, uid: str, claim: dra.ResourceClaim) -> None:
+        """Reserve: ``claim``, with its allocation, is in flight until PreBind wrote it or Unreserve dropped it."""
+
+    def remove_pending_allocation(self, uid: str) -> bool:
+        """Whether the claim was in flight."""
+
+    def assume_claim(self, claim: dra.ResourceClaim) -> None:
+        """The claim as a write returned it: used until the source reports it."""
+
+    def restore_claim(self, namespace: str, name: str) -> None:
+        """Drop an assumed claim: back to the source's object."""
+
+
+class VolumeLister(Protocol):
+    """PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes,
+    CSIDrivers and CSIStorageCapacities (the listers kube-scheduler's volume
+    plugins take from the SharedInformerFactory), with VolumeBinding's assume
+    caches: :meth:`pv` and :meth:`pvc` return the assumed object while one is
+    assumed, ``api_*`` the source's. Writes go to the source that owns the
+    object. Shared by every profile."""
+
+    def pv(self, name: str) -> storage.PersistentVolume | None: ...
+
+    def api_pv(self, name: str) -> storage.PersistentVolume | None: ...
+
+    def pvs_of_class(self, storage_class: str) -> list[storage.PersistentVolume]:
+        """The latest PVs of a class ("" : those without one)."""
+
+    def pvc(self, namespace: str, name: str) -> storage.PersistentVolumeClaim | None: ...
+
+    def api_pvc(self, namespace: str, name: str) -> storage.PersistentVolumeClaim | None: ...
+
+    def storage_class(self, name: str) -> storage.StorageClass | None: ...
+
+    def csi_node(self, name: str) -> storage.CSINode | None: ...
+
+    def csi_driver(self, name: str) -> storage.CSIDriver | None: ...
+
+    def capacities(self) -> Sequence[storage.CSIStorageCapacity]: ...
+
+    def assume_pv(self, pv: storage.PersistentVolume) -> None:
+        """Reserve: ``pv`` (with its new claimRef) is seen until a newer source
+        object replaces it or :meth:`restore_pv`; ValueError when older than the one held."""
+
+    def restore_pv(self, name: str) -> None: ...
+
+    def assume_pvc(self, pvc: storage.PersistentVolumeClaim) -> None:
+        """Reserve: ``pvc`` (annotated ``selected-node``) likewise."""
+
+    def restore_pvc(self, namespace: str, name: str) -> None: ...
+
+    async def update_pv(self, pv: storage.PersistentVolume) -> storage.PersistentVolume:
+        """Write ``pv`` (spec and metadata) through its source; raises
+        :class:`berth.cluster.sources.Conflict` on a stale resourceVersion, NotFound."""
+
+    async def update_pvc(self, pvc: storage.PersistentVolumeClaim) -> storage.PersistentVolumeClaim:
+        """Write ``pvc`` likewise."""
+
+    async def wait_for_change(self) -> None:
+        """Return at the next PV or PVC event (PreBind waits for the binding so)."""
+
+
 class ClusterClient(Protocol):
     """Acts on the cluster through the source that owns each pod.
 
@@ -150,6 +245,22 @@ class ClusterClient(Protocol):
 
     def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` ("" clears it)."""
+
+    async def get_claim(self, namespace: str, name: str) -> dra.ResourceClaim:
+        """The claim as its source has it now; raises NotFound."""
+
+    async def update_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Write metadata and spec (finalizers) if ``claim``'s resourceVersion
+        is current, else raise :class:`berth.cluster.sources.Conflict`."""
+
+    async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Write ``status`` (allocation, reservedFor) likewise."""
+
+    def unreserve_claim(self, claim: dra.ResourceClaim, pod_uid: str) -> None:
+        """In the background: remove the pod from the claim's ``reservedFor``."""
+
+    def deallocate_claim(self, claim: dra.ResourceClaim) -> None:
+        """In the background: clear the claim's allocation and reservations."""
 
 
 class QueuePolicy(Protocol):
@@ -189,6 +300,10 @@ class Handle:
     workloads: WorkloadLister | None = None
     #: The batch queues; None: no queue restricts preemption.
     queues: QueuePolicy | None = None
+    #: DeviceClasses, ResourceSlices and ResourceClaims; None: none are known.
+    dra: DraLister | None = None
+    #: Storage objects and VolumeBinding's assume caches; None: none are known.
+    volumes: VolumeLister | None = None
     #: Set by the profile's Framework once its plugins are built.
     runner: Framework | None = None
 

@@ -61,8 +61,13 @@ IN_TREE: dict[str, str] = {
     "NodeAffinity": "berth.plugins.node_affinity:NodeAffinity",
     "NodePorts": "berth.plugins.node_ports:NodePorts",
     "NodeResourcesFit": "berth.plugins.noderesources:NodeResourcesFit",
+    "VolumeRestrictions": "berth.plugins.volumerestrictions:VolumeRestrictions",
+    "NodeVolumeLimits": "berth.plugins.nodevolumelimits:NodeVolumeLimits",
+    "VolumeBinding": "berth.plugins.volumebinding:VolumeBinding",
+    "VolumeZone": "berth.plugins.volumezone:VolumeZone",
     "PodTopologySpread": "berth.plugins.podtopologyspread:PodTopologySpread",
     "InterPodAffinity": "berth.plugins.interpodaffinity:InterPodAffinity",
+    "DynamicResources": "berth.plugins.dynamicresources:DynamicResources",
     "DefaultPreemption": "berth.plugins.default_preemption:DefaultPreemption",
     "NodeResourcesBalancedAllocation": "berth.plugins.noderesources:NodeResourcesBalancedAllocation",
     "ImageLocality": "berth.plugins.image_locality:ImageLocality",
@@ -70,8 +75,11 @@ IN_TREE: dict[str, str] = {
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
 }
 
-#: kube-scheduler v1.34 default_plugins.go (volume and DRA plugins aside: Berth
-#: does not model volumes), plus Coscheduling. (name, weight).
+#: kube-scheduler v1.34 default_plugins.go (``getDefaultPlugins``; the volume
+#: plugins between NodeResourcesFit and PodTopologySpread, no weights), with
+#: DynamicResources before DefaultPreemption as ``applyDynamicResources`` puts
+#: it (DRA is on by default in v1.34: an idle claim is deallocated before any
+#: pod is evicted), plus Coscheduling. (name, weight).
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
@@ -81,8 +89,13 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("NodeAffinity", 2),
     ("NodePorts", None),
     ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", None),
+    ("NodeVolumeLimits", None),
+    ("VolumeBinding", None),
+    ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", None),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

@@ -1,4 +1,5 @@
-"""The Handle's ClusterClient: acts on each pod through the source that owns it.
+"""The Handle's ClusterClient: acts on each pod (and ResourceClaim) through
+the source that owns it.
 
 Background work (evictions, nominations, FailedScheduling reports) runs as
 tracked tasks, so shutdown and tests can wait for it (:meth:`drain`) and
@@ -12,9 +13,13 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from berth.cluster import model
-from berth.cluster.sources import BindError, Source
+import msgspec
+
+from berth.cluster import dra, model
+from berth.cluster.sources import BindError, Conflict, Source
+from berth.errors import NotFound
 from berth.framework import interface as fw
+from berth.scheduling.dra_state import DraStore
 from berth.scheduling.state import PodStore
 
 __all__ = ["SourceClient"]
@@ -23,8 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class SourceClient:
-    def __init__(self, pods: PodStore) -> None:
+    def __init__(self, pods: PodStore, dra_store: DraStore | None = None) -> None:
         self._pods = pods
+        self._dra = dra_store if dra_store is not None else DraStore()
         #: The source of pods no source has claimed (the extender's Bind of a
         #: pod Berth never saw): the embedded cluster, or the API server.
         self.default_source: Source | None = None
@@ -54,6 +60,58 @@ class SourceClient:
         source = self.source_of(pod)
         if source is not None:
             self.spawn(source.nominate(pod, node), f"nominate {pod.key} to {node!r}")
+
+    # ------------------------------------------------------------ ResourceClaims
+
+    def _claim_source(self, namespace: str, name: str) -> Source:
+        source = self._dra.source_of(model.pod_key(namespace, name)) or self.default_source
+        if source is None:
+            raise NotFound(f"no source owns resourceclaim {namespace}/{name}")
+        return source
+
+    async def get_claim(self, namespace: str, name: str) -> dra.ResourceClaim:
+        return await self._claim_source(namespace, name).get_claim(namespace, name)
+
+    async def update_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        md = claim.metadata
+        return await self._claim_source(md.namespace, md.name).update_claim(claim)
+
+    async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        md = claim.metadata
+        return await self._claim_source(md.namespace, md.name).update_claim_status(claim)
+
+    def unreserve_claim(self, claim: dra.ResourceClaim, pod_uid: str) -> None:
+        self.spawn(self._unreserve(claim, pod_uid), f"unreserve resourceclaim {claim.key}")
+
+    async def _unreserve(self, claim: dra.ResourceClaim, pod_uid: str) -> None:
+        """Upstream's Unreserve patches ``{"$patch": "delete", "uid": ...}`` into
+        reservedFor, which needs no current object; here: read, drop the pod,
+        write, again on a conflict (client-go's retry.DefaultRetry: 5 tries)."""
+        md = claim.metadata
+        for _ in range(5):
+            current = await self.get_claim(md.namespace, md.name)
+            if current.metadata.uid != md.uid:
+                return
+            kept = [r for r in current.status.reserved_for if r.uid != pod_uid]
+            if len(kept) == len(current.status.reserved_for):
+                return
+            status = msgspec.structs.replace(current.status, reserved_for=kept)
+            try:
+                await self.update_claim_status(msgspec.structs.replace(current, status=status))
+            except Conflict:
+                continue
+            return
+        log.warning("unreserve resourceclaim %s: conflicts on every try", claim.key)
+
+    def deallocate_claim(self, claim: dra.ResourceClaim) -> None:
+        status = msgspec.structs.replace(claim.status, allocation=None, reserved_for=[])
+        self.spawn(
+            self._write_status(msgspec.structs.replace(claim, status=status)),
+            f"deallocate resourceclaim {claim.key}",
+        )
+
+    async def _write_status(self, claim: dra.ResourceClaim) -> None:
+        await self.update_claim_status(claim)
 
     # ------------------------------------------------------------ reports
 

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
-from berth.cluster import model
+from berth.cluster import dra, model, storage
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration
 from berth.errors import AlreadyExists, InvalidArgument
+from berth.framework import interface as fw
 from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
@@ -30,12 +31,14 @@ from berth.quota import QueueSpec, QueueTree
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
+from berth.scheduling.dra_state import DraStore
 from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
+from berth.scheduling.volume_state import VolumeStore
 
 if TYPE_CHECKING:
     from berth.scheduling.loop import Scheduler
 
-__all__ = ["Core", "VerbError", "new_queue_tree", "scheduler_name_of"]
+__all__ = ["Core", "VerbError", "claim_names", "new_queue_tree", "scheduler_name_of"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,18 @@ def new_queue_tree(cfg: BerthConfiguration, cache: Cache, nominator: Nominator |
     return tree
 
 
+def claim_names(pod: model.Pod) -> set[str]:
+    """The ResourceClaims ``pod`` uses, by name (``resourceclaim.Name``): its
+    ``resourceClaimName`` references and the claims generated for its templates."""
+    generated = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+    out: set[str] = set()
+    for ref in pod.spec.resource_claims:
+        name = ref.resource_claim_name or generated.get(ref.name)
+        if name:
+            out.add(name)
+    return out
+
+
 class Core:
     """Berth's state and profiles; see the module docstring."""
 
@@ -93,6 +108,8 @@ class Core:
         rng: random.Random,
         workloads: WorkloadStore | None = None,
         quota: QueueTree | None = None,
+        dra_store: DraStore | None = None,
+        volume_store: VolumeStore | None = None,
     ) -> None:
         self.cfg = cfg
         self.cache = cache
@@ -101,6 +118,10 @@ class Core:
         self.pdbs = pdbs
         self.namespaces = namespaces
         self.workloads = workloads if workloads is not None else WorkloadStore()
+        #: DeviceClasses, ResourceSlices, ResourceClaims (the Handle's ``dra``).
+        self.dra = dra_store if dra_store is not None else DraStore()
+        #: PVs, PVCs, StorageClasses, CSI objects (the Handle's ``volumes``).
+        self.volumes = volume_store if volume_store is not None else VolumeStore()
         self.frameworks = dict(frameworks)
         self.nominator = nominator
         self.waiting = waiting
@@ -263,6 +284,115 @@ class Core:
 
     def on_workload_delete(self, kind: str, namespace: str, name: str) -> None:
         self.workloads.remove(kind, namespace, name)
+
+    # Dynamic Resource Allocation. The events are the ones kube-scheduler's
+    # DynamicResources registers (EventsToRegister): DeviceClass and
+    # ResourceSlice add/update wake every pod it rejected; a claim's change
+    # wakes the pods that use it, or all of them when it freed devices
+    # (isSchedulableAfterClaimChange, the plugin's queueing hint).
+
+    def on_device_class(self, obj: dra.DeviceClass) -> None:
+        self.dra.put_class(obj)
+        self._dra_event("DeviceClass")
+
+    def on_device_class_delete(self, name: str) -> None:
+        self.dra.remove_class(name)
+
+    def on_resource_slice(self, obj: dra.ResourceSlice) -> None:
+        self.dra.put_slice(obj)
+        self._dra_event("ResourceSlice")
+
+    def on_resource_slice_delete(self, name: str) -> None:
+        self.dra.remove_slice(name)
+
+    def on_resource_claim(self, claim: dra.ResourceClaim, *, source: Source) -> None:
+        old = self.dra.put_claim(claim, source)
+        if old is not None and old.status.allocation is not None and claim.status.allocation is None:
+            self._dra_event("ResourceClaim")  # deallocated: its devices are free for anyone
+        elif old is None or old.status != claim.status:
+            self._dra_event("ResourceClaim", uses=claim)
+
+    def on_resource_claim_delete(self, namespace: str, name: str) -> None:
+        old = self.dra.remove_claim(namespace, name)
+        if old is not None and old.status.allocation is not None:
+            # In Kubernetes the claim is deallocated (an update) before its
+            # finalizer lets it go; a feed may delete it allocated.
+            self._dra_event("ResourceClaim")
+
+    def on_resource_claim_template(self, obj: dra.ResourceClaimTemplate) -> None:
+        self.dra.put_template(obj)
+
+    def on_resource_claim_template_delete(self, namespace: str, name: str) -> None:
+        self.dra.remove_template(namespace, name)
+
+    def _dra_event(self, resource: str, *, uses: dra.ResourceClaim | None = None) -> None:
+        if self.scheduler is None:
+            return
+        event = fw.ClusterEvent(resource, fw.ActionType.ADD | fw.ActionType.UPDATE)
+        if uses is None:
+            self.scheduler.queue.on_event(event)
+            return
+        ns, name = uses.metadata.namespace, uses.metadata.name
+        self.scheduler.queue.on_event(event, pred=lambda q: q.info.namespace == ns and name in claim_names(q.pod))
+
+    # Storage. Each change wakes the pods whose rejecting plugins registered
+    # for it (VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits:
+    # their EventsToRegister); a PVC event only the pods in its namespace
+    # that use it (their queueing hints, isSchedulableAfterPersistentVolumeClaimChange).
+
+    def on_persistent_volume(self, pv: storage.PersistentVolume, *, source: Source) -> None:
+        old = self.volumes.put_pv(pv, source)
+        self._volume_event("PersistentVolume", fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD)
+
+    def on_persistent_volume_delete(self, name: str) -> None:
+        self.volumes.remove_pv(name)
+
+    def on_persistent_volume_claim(self, pvc: storage.PersistentVolumeClaim, *, source: Source) -> None:
+        old = self.volumes.put_pvc(pvc, source)
+        action = fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD
+        ns, name = pvc.metadata.namespace, pvc.metadata.name
+        self._volume_event(
+            "PersistentVolumeClaim",
+            action,
+            pred=lambda q: q.info.namespace == ns and any(c == name for _, c, _ in storage.pod_claims(q.pod)),
+        )
+
+    def on_persistent_volume_claim_delete(self, namespace: str, name: str) -> None:
+        self.volumes.remove_pvc(namespace, name)
+
+    def on_storage_class(self, obj: storage.StorageClass) -> None:
+        old = self.volumes.put_class(obj)
+        self._volume_event("StorageClass", fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD)
+
+    def on_storage_class_delete(self, name: str) -> None:
+        self.volumes.remove_class(name)
+
+    def on_csi_node(self, obj: storage.CSINode) -> None:
+        old = self.volumes.put_csi_node(obj)
+        self._volume_event("CSINode", fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD)
+
+    def on_csi_node_delete(self, name: str) -> None:
+        self.volumes.remove_csi_node(name)
+
+    def on_csi_driver(self, obj: storage.CSIDriver) -> None:
+        old = self.volumes.put_csi_driver(obj)
+        self._volume_event("CSIDriver", fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD)
+
+    def on_csi_driver_delete(self, name: str) -> None:
+        self.volumes.remove_csi_driver(name)
+
+    def on_csi_storage_capacity(self, obj: storage.CSIStorageCapacity) -> None:
+        old = self.volumes.put_capacity(obj)
+        self._volume_event("CSIStorageCapacity", fw.ActionType.UPDATE if old is not None else fw.ActionType.ADD)
+
+    def on_csi_storage_capacity_delete(self, namespace: str, name: str) -> None:
+        self.volumes.remove_capacity(namespace, name)
+
+    def _volume_event(
+        self, resource: str, action: fw.ActionType, *, pred: Callable[[fw.QueuedPodInfo], bool] | None = None
+    ) -> None:
+        if self.scheduler is not None:
+            self.scheduler.queue.on_event(fw.ClusterEvent(resource, action), pred=pred)
 
     def _cache_metrics(self) -> None:
         self.metrics.set_cache_size(self.cache.node_count, self.cache.pod_count, self.cache.assumed_count)

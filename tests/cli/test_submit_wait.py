@@ -112,7 +112,7 @@ async def test_a_pod_that_never_fits_exits_2_after_the_timeout_with_its_last_rea
         "default/late",
         "Unschedulable",
         "-",
-        "0/1 nodes are available: 1 Insufficient cpu. "
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
     ]
     assert err == "berth: timed out after 1s waiting for default/late (Unschedulable)\n"

@@ -158,11 +158,33 @@ BERTH_EVERY_ROLE = perms(
     "apps/statefulsets:list,watch",
     "policy/poddisruptionbudgets:list,watch",
     "scheduling.x-k8s.io/podgroups:list,watch",
+    # The volume plugins' informers.
+    "/persistentvolumes:list,watch",
+    "/persistentvolumeclaims:list,watch",
+    "storage.k8s.io/storageclasses:list,watch",
+    "storage.k8s.io/csinodes:list,watch",
+    "storage.k8s.io/csidrivers:list,watch",
+    "storage.k8s.io/csistoragecapacities:list,watch",
+    # DynamicResources' informers.
+    "resource.k8s.io/deviceclasses:list,watch",
+    "resource.k8s.io/resourceslices:list,watch",
+    "resource.k8s.io/resourceclaims:list,watch",
+    "resource.k8s.io/resourceclaimtemplates:list,watch",
     "/pods/binding:create",
     "/events:create,patch",
     "events.k8s.io/events:create,patch",
 )
-BERTH_SCHEDULER_ONLY = perms("/pods:delete", "/pods/eviction:create", "/pods/status:patch,update")
+BERTH_SCHEDULER_ONLY = perms(
+    "/pods:delete",
+    "/pods/eviction:create",
+    "/pods/status:patch,update",
+    # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node.
+    "/persistentvolumes:patch",
+    "/persistentvolumeclaims:patch",
+    # DynamicResources' PreBind, Unreserve, PostFilter: merge patches; get after a conflict.
+    "resource.k8s.io/resourceclaims:get,patch",
+    "resource.k8s.io/resourceclaims/status:patch",
+)
 
 
 # ---------------------------------------------------------------- lint

@@ -34,6 +34,13 @@ _LISTED = (
     "/api/v1/replicationcontrollers",
     "/apis/apps/v1/replicasets",
     "/apis/apps/v1/statefulsets",
+    # The volume plugins' informers (served by every API server).
+    "/api/v1/persistentvolumes",
+    "/api/v1/persistentvolumeclaims",
+    "/apis/storage.k8s.io/v1/storageclasses",
+    "/apis/storage.k8s.io/v1/csinodes",
+    "/apis/storage.k8s.io/v1/csidrivers",
+    "/apis/storage.k8s.io/v1/csistoragecapacities",
 )
 
 

@@ -34,7 +34,7 @@ async def test_pods_are_bound_without_overcommitting_any_node(berth: Berth) -> N
     assert berth.phase(left) == "Unschedulable"
     d = berth.decision(left)
     assert d.message == (
-        "0/3 nodes are available: 3 Insufficient cpu. "
+        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
         "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     )
     assert (left, "FailedScheduling", d.message) in berth.cluster.events
@@ -109,7 +109,8 @@ async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
     assert berth.cluster.evictions == []
     # kube-scheduler's FitError plus the PostFilter message (its doubled period included).
     assert berth.decision("default/polite").message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
     )
 
 

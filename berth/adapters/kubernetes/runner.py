@@ -34,7 +34,7 @@ from berth.adapters.kubernetes.backoff import Backoff, retrying
 from berth.adapters.kubernetes.election import LeaderElector
 from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
 from berth.adapters.kubernetes.source import KubernetesSource
-from berth.cluster import model
+from berth.cluster import dra, model, storage
 from berth.scheduling.core import Core
 from berth.scheduling.loop import Scheduler
 
@@ -139,6 +139,145 @@ class KubernetesRunner:
             log.info("PodGroups (scheduling.x-k8s.io/v1alpha1) are not served here: gangs come from gRPC only")
         return served
 
+    async def _dra_served(self) -> bool:
+        """Whether resource.k8s.io/v1 is served and readable (GA and on by
+        default since v1.34); retried until the API server answers."""
+
+        async def probe() -> bool:
+            try:
+                await client.ResourceV1Api(self.api).list_device_class(
+                    limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
+                )
+            except ApiException as e:
+                if e.status in (404, 403):
+                    return False
+                raise
+            return True
+
+        backoff = Backoff(clock=asyncio.get_running_loop().time)
+        served = await retrying("discovering resource.k8s.io/v1", probe, backoff=backoff, log=log)
+        if not served:
+            log.info("resource.k8s.io/v1 is not served (or not readable) here: pods with ResourceClaims wait")
+        return served
+
+    def _dra_informers(self) -> list[Informer[Any]]:
+        """DeviceClasses, ResourceSlices, ResourceClaimTemplates and ResourceClaims
+        (kube-scheduler's DRA manager: informers and the claims' assume cache)."""
+        core, source = self.core, self.source
+        resource = client.ResourceV1Api(self.api)
+        return [
+            Informer(
+                "deviceclasses",
+                resource.list_device_class,
+                dra.DeviceClass,
+                Handlers(
+                    on_add=core.on_device_class,
+                    on_update=lambda old, new: core.on_device_class(new),
+                    on_delete=lambda c: core.on_device_class_delete(c.metadata.name),
+                ),
+            ),
+            Informer(
+                "resourceslices",
+                resource.list_resource_slice,
+                dra.ResourceSlice,
+                Handlers(
+                    on_add=core.on_resource_slice,
+                    on_update=lambda old, new: core.on_resource_slice(new),
+                    on_delete=lambda s: core.on_resource_slice_delete(s.metadata.name),
+                ),
+            ),
+            Informer(
+                "resourceclaimtemplates",
+                resource.list_resource_claim_template_for_all_namespaces,
+                dra.ResourceClaimTemplate,
+                Handlers(
+                    on_add=core.on_resource_claim_template,
+                    on_update=lambda old, new: core.on_resource_claim_template(new),
+                    on_delete=lambda t: core.on_resource_claim_template_delete(t.metadata.namespace, t.metadata.name),
+                ),
+            ),
+            Informer(
+                "resourceclaims",
+                resource.list_resource_claim_for_all_namespaces,
+                dra.ResourceClaim,
+                Handlers(
+                    on_add=lambda c: core.on_resource_claim(c, source=source),
+                    on_update=lambda old, new: core.on_resource_claim(new, source=source),
+                    on_delete=lambda c: core.on_resource_claim_delete(c.metadata.namespace, c.metadata.name),
+                ),
+            ),
+        ]
+
+    def _storage_informers(self) -> list[Informer[Any]]:
+        """PersistentVolumes, claims, StorageClasses and the CSI objects (the
+        informers kube-scheduler's volume plugins read; PVs and claims with
+        the source PreBind writes them through)."""
+        core, source = self.core, self.source
+        core_v1 = client.CoreV1Api(self.api)
+        st = client.StorageV1Api(self.api)
+        return [
+            Informer(
+                "storageclasses",
+                st.list_storage_class,
+                storage.StorageClass,
+                Handlers(
+                    on_add=core.on_storage_class,
+                    on_update=lambda old, new: core.on_storage_class(new),
+                    on_delete=lambda o: core.on_storage_class_delete(o.metadata.name),
+                ),
+            ),
+            Informer(
+                "csidrivers",
+                st.list_csi_driver,
+                storage.CSIDriver,
+                Handlers(
+                    on_add=core.on_csi_driver,
+                    on_update=lambda old, new: core.on_csi_driver(new),
+                    on_delete=lambda o: core.on_csi_driver_delete(o.metadata.name),
+                ),
+            ),
+            Informer(
+                "csinodes",
+                st.list_csi_node,
+                storage.CSINode,
+                Handlers(
+                    on_add=core.on_csi_node,
+                    on_update=lambda old, new: core.on_csi_node(new),
+                    on_delete=lambda o: core.on_csi_node_delete(o.metadata.name),
+                ),
+            ),
+            Informer(
+                "csistoragecapacities",
+                st.list_csi_storage_capacity_for_all_namespaces,
+                storage.CSIStorageCapacity,
+                Handlers(
+                    on_add=core.on_csi_storage_capacity,
+                    on_update=lambda old, new: core.on_csi_storage_capacity(new),
+                    on_delete=lambda o: core.on_csi_storage_capacity_delete(o.metadata.namespace, o.metadata.name),
+                ),
+            ),
+            Informer(
+                "persistentvolumes",
+                core_v1.list_persistent_volume,
+                storage.PersistentVolume,
+                Handlers(
+                    on_add=lambda o: core.on_persistent_volume(o, source=source),
+                    on_update=lambda old, new: core.on_persistent_volume(new, source=source),
+                    on_delete=lambda o: core.on_persistent_volume_delete(o.metadata.name),
+                ),
+            ),
+            Informer(
+                "persistentvolumeclaims",
+                core_v1.list_persistent_volume_claim_for_all_namespaces,
+                storage.PersistentVolumeClaim,
+                Handlers(
+                    on_add=lambda o: core.on_persistent_volume_claim(o, source=source),
+                    on_update=lambda old, new: core.on_persistent_volume_claim(new, source=source),
+                    on_delete=lambda o: core.on_persistent_volume_claim_delete(o.metadata.namespace, o.metadata.name),
+                ),
+            ),
+        ]
+
     async def start_informers(self) -> None:
         core_v1 = client.CoreV1Api(self.api)
         policy = client.PolicyV1Api(self.api)
@@ -203,6 +342,9 @@ class KubernetesRunner:
                     ),
                 )
             )
+        if await self._dra_served():
+            self.informers.extend(self._dra_informers())
+        self.informers.extend(self._storage_informers())
         # Nodes first so pods land on known nodes; then the rest.
         for inf in self.informers:
             self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{inf.name}"))

@@ -9,6 +9,17 @@
   marking it with the ``DisruptionTarget`` condition
   (``preemption.go: PrepareCandidate``).
 - nominate: strategic-merge patch of ``status.nominatedNodeName``.
+- ResourceClaims (DynamicResources' PreBind, Unreserve, PostFilter): JSON
+  merge patches carrying ``metadata.resourceVersion``, which the API server
+  takes as a precondition (409 -> :class:`Conflict`, retried by the plugin
+  as upstream's Update on conflict is); a patch rather than a PUT so that
+  fields Berth does not model (``status.devices``, written by drivers)
+  survive.
+- PersistentVolumes and claims (VolumeBinding's PreBind): JSON merge patches
+  of the PV's ``claimRef`` and annotations, or the claim's annotations
+  (``volume.kubernetes.io/selected-node``), carrying the resourceVersion as a
+  precondition as upstream's Update does (409 -> :class:`Conflict`); a patch
+  so that the fields Berth does not model survive.
 - failures: a ``FailedScheduling`` event and the ``PodScheduled=False``
   condition with reason ``Unschedulable`` and the FitError message; success:
   a ``Scheduled`` event (``events.k8s.io/v1``, reportingController ``berth``).
@@ -20,15 +31,16 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from berth.cluster import model
-from berth.cluster.sources import BindConflict, BindError, FeedRefused
+from berth.cluster import dra, model, storage
+from berth.cluster.sources import BindConflict, BindError, Conflict, FeedRefused
+from berth.errors import NotFound
 
 __all__ = ["KubernetesSource"]
 
@@ -64,6 +76,7 @@ class KubernetesSource:
         # (_preload_content=False), which the generated signatures do not describe.
         self.core_v1: Any = client.CoreV1Api(api)
         self.events_v1: Any = client.EventsV1Api(api)
+        self.resource_v1: Any = client.ResourceV1Api(api)
         self.identity = identity
         self.scheduler_name = scheduler_name
         self._reported: dict[tuple[str, str], float] = {}
@@ -188,6 +201,76 @@ class KubernetesSource:
             return False
         return True
 
+    # ------------------------------------------------------------ ResourceClaims
+
+    async def get_claim(self, namespace: str, name: str) -> dra.ResourceClaim:
+        resp = await self.resource_v1.read_namespaced_resource_claim(
+            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
+        return await _claim_from(resp, name)
+
+    async def update_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        md = claim.metadata
+        body = {"metadata": {"resourceVersion": md.resource_version, "finalizers": list(md.finalizers)}}
+        resp = await self.resource_v1.patch_namespaced_resource_claim(
+            md.name,
+            md.namespace,
+            body,
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        return await _claim_from(resp, md.name)
+
+    async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        md, status = claim.metadata, claim.status
+        patch: dict[str, Any] = {
+            "allocation": msgspec.to_builtins(status.allocation) if status.allocation is not None else None,
+            "reservedFor": [msgspec.to_builtins(r) for r in status.reserved_for] or None,
+        }
+        if status.allocation is None:
+            patch["devices"] = None  # deallocated: the drivers' device status goes too (as upstream)
+        resp = await self.resource_v1.patch_namespaced_resource_claim_status(
+            md.name,
+            md.namespace,
+            {"metadata": {"resourceVersion": md.resource_version}, "status": patch},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        return await _claim_from(resp, md.name)
+
+    # ------------------------------------------------------------ PersistentVolumes
+
+    async def update_persistent_volume(self, pv: storage.PersistentVolume) -> storage.PersistentVolume:
+        md = pv.metadata
+        ref = msgspec.to_builtins(pv.spec.claim_ref) if pv.spec.claim_ref is not None else None
+        body = {
+            "metadata": {"resourceVersion": md.resource_version, "annotations": dict(md.annotations)},
+            "spec": {"claimRef": ref},
+        }
+        resp = await self.core_v1.patch_persistent_volume(
+            md.name,
+            body,
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        return await _object_from(resp, storage.PersistentVolume, f'persistentvolumes "{md.name}"')
+
+    async def update_persistent_volume_claim(self, pvc: storage.PersistentVolumeClaim) -> storage.PersistentVolumeClaim:
+        md = pvc.metadata
+        body = {"metadata": {"resourceVersion": md.resource_version, "annotations": dict(md.annotations)}}
+        resp = await self.core_v1.patch_namespaced_persistent_volume_claim(
+            md.name,
+            md.namespace,
+            body,
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        return await _object_from(resp, storage.PersistentVolumeClaim, f'persistentvolumeclaims "{md.name}"')
+
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
 
@@ -218,3 +301,48 @@ class KubernetesSource:
                 log.warning("event %s for %s: HTTP %d", reason, pod.key, status)
         except Exception as e:  # events are best effort, as in client-go
             log.warning("event %s for %s: %s", reason, pod.key, e)
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+
+
+T = TypeVar("T")
+
+
+async def _object_from(resp: Any, typ: type[T], what: str) -> T:
+    """The object in a raw response, or the error its HTTP status says."""
+    try:
+        status, data = resp.status, await resp.read()
+    finally:
+        resp.release()
+    if 200 <= status <= 299:
+        return msgspec.json.decode(data, type=typ)
+    try:
+        message = msgspec.json.decode(data, type=_Status).message
+    except msgspec.DecodeError:
+        message = data.decode(errors="replace")[:300]
+    if status == 404:
+        raise NotFound(message or f"{what} not found")
+    if status == 409:
+        raise Conflict(message)
+    raise RuntimeError(f"{what}: HTTP {status}: {message}")
+
+
+async def _claim_from(resp: Any, name: str) -> dra.ResourceClaim:
+    """The claim in a raw response, or the error its HTTP status says."""
+    try:
+        status, data = resp.status, await resp.read()
+    finally:
+        resp.release()
+    if 200 <= status <= 299:
+        return msgspec.json.decode(data, type=dra.ResourceClaim)
+    try:
+        message = msgspec.json.decode(data, type=_Status).message
+    except msgspec.DecodeError:
+        message = data.decode(errors="replace")[:300]
+    if status == 404:
+        raise NotFound(message or f'resourceclaims.resource.k8s.io "{name}" not found')
+    if status == 409:
+        raise Conflict(message)
+    raise RuntimeError(f"resourceclaim {name}: HTTP {status}: {message}")

@@ -1,0 +1,254 @@
+"""VolumeBinding: a pod's PersistentVolumeClaims must be bound, or bindable
+(or provisionable) on the node; Reserve assumes the bindings and PreBind
+makes them.
+
+Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``
+(the binder is :mod:`berth.plugins.volumebinding.binder`):
+
+- PreFilter: a pod without claims (``persistentVolumeClaim`` or ``ephemeral``
+  volumes) is skipped at once. A missing claim is UnschedulableAndUnresolvable
+  ``persistentvolumeclaim "NAME" not found`` (for an ephemeral volume:
+  ``waiting for ephemeral volume controller to create the
+  persistentvolumeclaim "NAME"``); so are a Lost claim, one being deleted,
+  and unbound claims whose class binds Immediately (``pod has unbound
+  immediate PersistentVolumeClaims``: the PV controller binds them first).
+- Filter (UnschedulableAndUnresolvable, upstream's reasons in its order):
+  ``node(s) didn't match PersistentVolume's node affinity`` (a bound PV),
+  ``node(s) didn't find available persistent volumes to bind`` (an unbound
+  WaitForFirstConsumer claim finds no PV of its class, size, access modes
+  and affinity here, and its class cannot provision here),
+  ``node(s) did not have enough free storage`` (CSIStorageCapacity) and
+  ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+- Reserve assumes the chosen PVs' claimRef and the claims' ``selected-node``
+  (the Handle's assume caches); Unreserve reverts them.
+- PreBind writes them through the objects' source and waits, up to
+  ``bindTimeoutSeconds`` (default 600), until the PV controller has bound
+  every claim; a claim whose provisioning failed (``selected-node``
+  removed), a reset claimRef or the timeout fail the binding cycle.
+- Score: none. v1.34's scorer exists only with the StorageCapacityScoring
+  gate (alpha, off), so upstream's PreScore always returns Skip; ``shape``
+  is refused with upstream's message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import ClassVar
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from berth.cache.infos import PodInfo
+from berth.cache.table import NodeTable
+from berth.cluster import storage
+from berth.framework import interface as fw
+from berth.framework.handle import Handle, VolumeLister
+from berth.plugins.volumebinding import binder
+from berth.plugins.volumebinding.binder import BinderError, PodVolumeClaims, PodVolumes
+
+__all__ = ["STATE_KEY", "VolumeBinding", "VolumeBindingArgs"]
+
+log = logging.getLogger(__name__)
+
+IntArray = npt.NDArray[np.int64]
+
+ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+
+class UtilizationShapePoint(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    utilization: int
+    score: int
+
+
+class VolumeBindingArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """VolumeBindingArgs (kubescheduler.config.k8s.io/v1)."""
+
+    bind_timeout_seconds: int = 600
+    shape: list[UtilizationShapePoint] | None = None
+
+    def validate(self) -> None:
+        """ValidateVolumeBindingArgsWithOptions with StorageCapacityScoring off."""
+        if self.bind_timeout_seconds < 0:
+            raise ValueError(
+                f"bindTimeoutSeconds: Invalid value: {self.bind_timeout_seconds}: "
+                "invalid BindTimeoutSeconds, should not be a negative value"
+            )
+        if self.shape is not None:
+            raise ValueError(
+                "shape: Invalid value: unexpected field `shape`, remove it or turn on the feature gate "
+                "StorageCapacityScoring"
+            )
+
+
+@dataclasses.dataclass(slots=True)
+class _State:
+    """stateData: the claims sorted in PreFilter, each node's volumes found in Filter."""
+
+    claims: PodVolumeClaims | None = None
+    by_node: dict[str, PodVolumes] = dataclasses.field(default_factory=dict)
+    all_bound: bool = False
+
+
+#: volume_binding.go stateKey (the plugin's name).
+STATE_KEY: fw.StateKey[_State] = fw.StateKey("VolumeBinding")
+
+
+def pod_has_claims(pod: PodInfo, volumes: VolumeLister) -> tuple[bool, str | None]:
+    """podHasPVCs: whether the pod uses a claim, and why it cannot be scheduled
+    (a claim missing, lost, being deleted, or an ephemeral one not the pod's)."""
+    p = pod.pod
+    has = False
+    for _vol, name, ephemeral in storage.pod_claims(p):
+        has = True
+        pvc = volumes.api_pvc(p.metadata.namespace, name)
+        if pvc is None:
+            if ephemeral:
+                return has, f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
+            return has, f'persistentvolumeclaim "{name}" not found'
+        if pvc.status.phase == "Lost":
+            return has, (
+                f'persistentvolumeclaim "{pvc.metadata.name}" bound to non-existent persistentvolume '
+                f'"{pvc.spec.volume_name}"'
+            )
+        if pvc.metadata.deletion_timestamp is not None:
+            return has, f'persistentvolumeclaim "{pvc.metadata.name}" is being deleted'
+        if ephemeral:
+            err = storage.volume_is_for_pod(p, pvc)
+            if err is not None:
+                return has, err
+    return has, None
+
+
+class VolumeBinding:
+    NAME: ClassVar[str] = "VolumeBinding"
+    Args: ClassVar[type[VolumeBindingArgs]] = VolumeBindingArgs
+
+    def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
+        self.handle = handle
+        self.bind_timeout = float((args or VolumeBindingArgs()).bind_timeout_seconds)
+
+    @property
+    def _volumes(self) -> VolumeLister | None:
+        return self.handle.volumes if self.handle is not None else None
+
+    def events_to_register(self) -> Sequence[fw.ClusterEvent]:
+        """volume_binding.go EventsToRegister (no queueing hints: Node taint updates included)."""
+        add_update = fw.ActionType.ADD | fw.ActionType.UPDATE
+        return (
+            fw.ClusterEvent("StorageClass", add_update),
+            fw.ClusterEvent("PersistentVolumeClaim", add_update),
+            fw.ClusterEvent("PersistentVolume", add_update),
+            fw.ClusterEvent(
+                "Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL | fw.ActionType.UPDATE_NODE_TAINT
+            ),
+            fw.ClusterEvent("CSINode", add_update),
+            fw.ClusterEvent("CSIDriver", fw.ActionType.UPDATE),
+            fw.ClusterEvent("CSIStorageCapacity", add_update),
+        )
+
+    # ------------------------------------------------------------ filter
+
+    def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
+        if not pod.pod.spec.volumes:
+            state.write(STATE_KEY, _State())
+            return fw.PreFilterResult(fw.Status.skip())
+        volumes = self._volumes
+        claimed = storage.pod_claims(pod.pod)
+        if not claimed:
+            state.write(STATE_KEY, _State())
+            return fw.PreFilterResult(fw.Status.skip())
+        if volumes is None:  # no storage is known: no claim exists
+            return fw.PreFilterResult(
+                fw.Status.unresolvable(f'persistentvolumeclaim "{claimed[0][1]}" not found', plugin=self.NAME)
+            )
+        has, err = pod_has_claims(pod, volumes)
+        if err is not None:
+            return fw.PreFilterResult(fw.Status.unresolvable(err, plugin=self.NAME))
+        if not has:
+            state.write(STATE_KEY, _State())
+            return fw.PreFilterResult(fw.Status.skip())
+        try:
+            claims = binder.get_pod_volume_claims(pod.pod, volumes)
+        except BinderError as e:
+            return fw.PreFilterResult(fw.Status.error(str(e), plugin=self.NAME))
+        if claims.unbound_immediate:
+            return fw.PreFilterResult(fw.Status.unresolvable(ERR_UNBOUND_IMMEDIATE, plugin=self.NAME))
+        state.write(STATE_KEY, _State(claims))
+        return fw.PreFilterResult()
+
+    def filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.NodeVerdicts:
+        n = len(rows)
+        s = state.get(STATE_KEY)
+        volumes = self._volumes
+        if s is None or s.claims is None or volumes is None:
+            err = fw.Status.error(f'reading "{STATE_KEY.name}" from cycleState: not found', plugin=self.NAME)
+            return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
+        claims = s.claims
+        statuses: list[fw.Status] = []
+        index: dict[tuple[str, ...], int] = {}
+        ok = np.ones(n, dtype=bool)
+        reason = np.zeros(n, dtype=np.int32)
+        for k, row in enumerate(rows.tolist()):
+            info = nodes.infos[row]
+            if info is None or info.node is None:
+                continue
+            try:
+                found, reasons = binder.find_pod_volumes(claims, info.node, volumes)
+            except BinderError as e:
+                st: fw.Status | None = fw.Status.error(str(e), plugin=self.NAME)
+                key: tuple[str, ...] = ("\0error", str(e))
+            else:
+                if not reasons:
+                    s.by_node[info.name] = found
+                    continue
+                st, key = None, tuple(reasons)
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(statuses)
+                statuses.append(st or fw.Status.unresolvable(*reasons, plugin=self.NAME))
+            ok[k] = False
+            reason[k] = i
+        return fw.NodeVerdicts(ok, statuses, reason)
+
+    # ------------------------------------------------------------ reserve / bind
+
+    def reserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        s = state.get(STATE_KEY)
+        volumes = self._volumes
+        if s is None or volumes is None:
+            return fw.SUCCESS
+        found = s.by_node.get(node)
+        if found is None:
+            s.all_bound = True  # the pod references no claim
+            return fw.SUCCESS
+        try:
+            s.all_bound = binder.assume_pod_volumes(pod.pod, node, found, volumes)
+        except BinderError as e:
+            return fw.Status.error(str(e), plugin=self.NAME)
+        return fw.SUCCESS
+
+    def unreserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> None:
+        s = state.get(STATE_KEY)
+        volumes = self._volumes
+        if s is None or volumes is None:
+            return
+        found = s.by_node.get(node)
+        if found is not None:
+            binder.revert_assumed_pod_volumes(found, volumes)
+
+    async def pre_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        s = state.get(STATE_KEY)
+        if s is None or s.all_bound or self.handle is None:
+            return fw.SUCCESS
+        found = s.by_node.get(node)
+        if found is None:
+            return fw.Status.error(f'no pod volume found for node "{node}"', plugin=self.NAME)
+        try:
+            await binder.bind_pod_volumes(pod.pod, node, found, self.handle, bind_timeout=self.bind_timeout)
+        except BinderError as e:
+            log.info("binding volumes of pod %s failed: %s", pod.key, e)
+            return fw.Status.error(str(e), plugin=self.NAME)
+        return fw.SUCCESS

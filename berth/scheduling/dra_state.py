@@ -1,0 +1,206 @@
+"""What the sources told the core about Dynamic Resource Allocation:
+DeviceClasses, ResourceSlices, ResourceClaims (with the source that owns
+each) and ResourceClaimTemplates — and the claims this scheduler is
+allocating right now.
+
+:class:`DraStore` is kube-scheduler's ``DefaultDRAManager``
+(``pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go``, v1.34)
+for Berth: the listers, the claim tracker's *in-flight allocations* (claims
+Reserve allocated whose status PreBind has not written yet) and its *assume
+cache* (a claim PreBind wrote is used at once, before its informer event
+arrives; an older event does not undo it). Plugins see it through the
+Handle as :class:`berth.framework.handle.DraLister`.
+
+The devices in use — allocated to any claim, whoever allocated it
+(``allocateddevices.go``), and in flight — are counted as claims change, so
+a scheduling cycle gets them without looking at every claim.
+
+Everything runs on the core's event loop: no locks, and no
+``errClaimTrackerConcurrentModification`` retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from berth.cluster import dra, model
+from berth.cluster.sources import Source
+
+__all__ = ["DraStore"]
+
+log = logging.getLogger(__name__)
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device): berth.dra.DeviceID's fields
+
+
+def _devices(claim: dra.ResourceClaim) -> list[DeviceKey]:
+    """The devices a claim's allocation takes (admin access takes none)."""
+    allocation = claim.status.allocation
+    if allocation is None:
+        return []
+    return [(r.driver, r.pool, r.device) for r in allocation.devices.results if not r.admin_access]
+
+
+def _version(claim: dra.ResourceClaim) -> int:
+    """The resourceVersion as a number (the assume cache compares them as
+    numbers, as upstream's ``assumecache`` does); -1 when it is not one."""
+    rv = claim.metadata.resource_version
+    return int(rv) if rv.isdigit() else -1
+
+
+class DraStore:
+    """DeviceClasses, ResourceSlices, ResourceClaims and templates; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, dra.DeviceClass] = {}
+        self._slices: dict[str, dra.ResourceSlice] = {}
+        self._slice_list: list[dra.ResourceSlice] | None = None
+        self._claims: dict[str, dra.ResourceClaim] = {}
+        self._sources: dict[str, Source] = {}
+        self._templates: dict[str, dra.ResourceClaimTemplate] = {}
+        #: Claims PreBind wrote, by key: (resourceVersion written, the API object before).
+        self._assumed: dict[str, tuple[int, dra.ResourceClaim | None]] = {}
+        #: uid -> the claim as Reserve allocated it (inFlightAllocations).
+        self._in_flight: dict[str, dra.ResourceClaim] = {}
+        self._allocated: Counter[DeviceKey] = Counter()
+        #: Moves whenever a class or a slice changes: an Allocator built at one
+        #: generation is good until the next.
+        self.generation = 0
+
+    def __len__(self) -> int:
+        return len(self._classes) + len(self._slices) + len(self._claims) + len(self._templates)
+
+    # ------------------------------------------------------------ classes and slices
+
+    def put_class(self, obj: dra.DeviceClass) -> None:
+        self._classes[obj.metadata.name] = obj
+        self.generation += 1
+
+    def remove_class(self, name: str) -> None:
+        if self._classes.pop(name, None) is not None:
+            self.generation += 1
+
+    def put_slice(self, obj: dra.ResourceSlice) -> None:
+        self._slices[obj.metadata.name] = obj
+        self._slice_list = None
+        self.generation += 1
+
+    def remove_slice(self, name: str) -> None:
+        if self._slices.pop(name, None) is not None:
+            self._slice_list = None
+            self.generation += 1
+
+    # ------------------------------------------------------------ templates
+
+    def put_template(self, obj: dra.ResourceClaimTemplate) -> None:
+        self._templates[obj.key] = obj
+
+    def remove_template(self, namespace: str, name: str) -> None:
+        self._templates.pop(model.pod_key(namespace, name), None)
+
+    # ------------------------------------------------------------ claims
+
+    def put_claim(self, claim: dra.ResourceClaim, source: Source | None = None) -> dra.ResourceClaim | None:
+        """Store the latest object from its source; returns the one it replaces.
+
+        A claim PreBind wrote (:meth:`assume_claim`) stays as written until
+        the source reports a version at least as new (``assumecache``'s
+        ``Update``: an older informer event is not applied)."""
+        key = claim.key
+        if source is not None:
+            self._sources[key] = source
+        assumed = self._assumed.get(key)
+        if assumed is not None:
+            if 0 <= _version(claim) < assumed[0]:
+                self._assumed[key] = (assumed[0], claim)  # the API object, should the write be undone
+                return self._claims.get(key)
+            del self._assumed[key]
+        return self._replace(key, claim)
+
+    def remove_claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:
+        key = model.pod_key(namespace, name)
+        self._assumed.pop(key, None)
+        self._sources.pop(key, None)
+        return self._replace(key, None)
+
+    def _replace(self, key: str, claim: dra.ResourceClaim | None) -> dra.ResourceClaim | None:
+        old = self._claims.pop(key, None) if claim is None else self._claims.get(key)
+        if old is not None:
+            self._allocated.subtract(_devices(old))
+        if claim is not None:
+            self._claims[key] = claim
+            self._allocated.update(_devices(claim))
+        if old is not None:
+            self._allocated = +self._allocated  # drop the zero counts
+        return old
+
+    def source_of(self, key: str) -> Source | None:
+        return self._sources.get(key)
+
+    def claims(self) -> list[dra.ResourceClaim]:
+        return list(self._claims.values())
+
+    # ------------------------------------------------------------ DraLister
+
+    def device_class(self, name: str) -> dra.DeviceClass | None:
+        return self._classes.get(name)
+
+    def device_classes(self) -> Mapping[str, dra.DeviceClass]:
+        return self._classes
+
+    def resource_slices(self) -> Sequence[dra.ResourceSlice]:
+        if self._slice_list is None:
+            self._slice_list = list(self._slices.values())
+        return self._slice_list
+
+    def claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:
+        return self._claims.get(model.pod_key(namespace, name))
+
+    def claim_template(self, namespace: str, name: str) -> dra.ResourceClaimTemplate | None:
+        return self._templates.get(model.pod_key(namespace, name))
+
+    def allocated_devices(self) -> set[DeviceKey]:
+        """ListAllAllocatedDevices: every device an allocation holds (any
+        scheduler's, as the claims say) plus the in-flight ones."""
+        out = set(self._allocated)
+        for claim in self._in_flight.values():
+            out.update(_devices(claim))
+        return out
+
+    def has_pending_allocation(self, uid: str) -> bool:
+        """ClaimHasPendingAllocation."""
+        return uid in self._in_flight
+
+    def signal_pending_allocation(self, uid: str, claim: dra.ResourceClaim) -> None:
+        """SignalClaimPendingAllocation: ``claim`` (with the allocation Reserve
+        chose) is in flight; its devices are in use from now on."""
+        self._in_flight[uid] = claim
+
+    def remove_pending_allocation(self, uid: str) -> bool:
+        """RemoveClaimPendingAllocation; whether it was in flight."""
+        return self._in_flight.pop(uid, None) is not None
+
+    def pending_allocations(self) -> list[dra.ResourceClaim]:
+        return list(self._in_flight.values())
+
+    def assume_claim(self, claim: dra.ResourceClaim) -> None:
+        """AssumeClaimAfterAPICall: ``claim`` as the API server answered a
+        write; used until the source reports it (or something newer)."""
+        key = claim.key
+        current = self._claims.get(key)
+        if current is None:
+            return  # deleted meanwhile (upstream: ErrNotFound, logged)
+        if _version(claim) < _version(current):
+            return  # the source already reported something newer
+        before = self._assumed.get(key)
+        self._assumed[key] = (_version(claim), before[1] if before is not None else current)
+        self._replace(key, claim)
+
+    def restore_claim(self, namespace: str, name: str) -> None:
+        """AssumedClaimRestore: back to the source's latest object."""
+        key = model.pod_key(namespace, name)
+        assumed = self._assumed.pop(key, None)
+        if assumed is not None and assumed[1] is not None:
+            self._replace(key, assumed[1])

@@ -1,0 +1,126 @@
+"""NodeVolumeLimits, ported in part from kube-scheduler v1.34.4's
+pkg/scheduler/framework/plugins/nodevolumelimits/csi_test.go (TestCSILimits:
+the cases without VolumeAttachments, Azure Disk, Cinder or Portworx, which
+Berth does not model). Not ported: the queueing-hint tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from berth.cluster import model
+from berth.framework import interface as fw
+from berth.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, NodeVolumeLimits
+from berth.testing import Cluster, make_node, make_pod, run_filter
+from tests.plugins.volume_support import claim_volume, csi_node, feed, pv, pvc, sc, with_volumes
+
+EBS = "ebs.csi.aws.com"
+GCE = "pd.csi.storage.gke.io"
+EXCEEDED = fw.Status(fw.Code.UNSCHEDULABLE, (ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,), "NodeVolumeLimits")
+OK = fw.Status()
+
+STORAGE = [
+    sc("csi-sc", "Immediate", provisioner=EBS),
+    sc("gce-intree-sc", "Immediate", provisioner="kubernetes.io/gce-pd"),
+    *(pv(f"csi-ebs.csi.aws.com-{i}", csi=(EBS, f"vol-{i}")) for i in range(4)),
+    *(pvc(f"csi-ebs.csi.aws.com-{i}", "csi-sc", bound_to=f"csi-ebs.csi.aws.com-{i}") for i in range(4)),
+    pvc("csi-ebs.csi.aws.com-unbound", "csi-sc"),
+    pvc("gce-intree-unbound", "gce-intree-sc"),
+    pv("gce-pv", gcePersistentDisk={"pdName": "disk-1"}),
+    pvc("gce-bound", "", bound_to="gce-pv"),
+]
+
+
+def claims(name: str, *names: str, node: str = "") -> model.Pod:
+    return with_volumes(make_pod(name, node_name=node), *(claim_volume(n, name=f"v{i}") for i, n in enumerate(names)))
+
+
+CASES = [
+    # (case, new pod's claims, claims of a pod on the node, CSINode limits, want)
+    (
+        "fits when node volume limit >= new pods CSI volume",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-1"],
+        {EBS: 4},
+        OK,
+    ),
+    (
+        "doesn't when node volume limit <= pods CSI volume",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-1", "csi-ebs.csi.aws.com-2"],
+        {EBS: 2},
+        EXCEEDED,
+    ),
+    (
+        "should when driver does not support volume limits",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-1"],
+        {EBS: None},
+        OK,
+    ),
+    (
+        "count pending PVCs towards volume limit <= pods CSI volume",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-unbound", "csi-ebs.csi.aws.com-1"],
+        {EBS: 2},
+        EXCEEDED,
+    ),
+    (
+        "should count PVCs with invalid PV name but valid SC",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-unbound"],
+        {EBS: 1},
+        EXCEEDED,
+    ),
+    (
+        "two pods using the same volume count it once",
+        ["csi-ebs.csi.aws.com-0"],
+        ["csi-ebs.csi.aws.com-0"],
+        {EBS: 1},
+        OK,
+    ),
+    ("no CSINode: no limits", ["csi-ebs.csi.aws.com-0"], ["csi-ebs.csi.aws.com-1"], None, OK),
+    ("limits of another driver do not apply", ["csi-ebs.csi.aws.com-0"], ["csi-ebs.csi.aws.com-1"], {GCE: 0}, OK),
+    ("should count in-tree volumes if migration is enabled", ["gce-intree-unbound"], ["gce-bound"], {GCE: 1}, EXCEEDED),
+]
+
+
+@pytest.mark.parametrize(("new", "placed", "limits", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_csi_limits(new: list[str], placed: list[str], limits: dict[str, int | None] | None, want: fw.Status) -> None:
+    cluster = Cluster(
+        [make_node("node-for-max-pd-test-1")], [claims("existing", *placed, node="node-for-max-pd-test-1")]
+    )
+    feed(cluster, *STORAGE)
+    if limits is not None:
+        feed(cluster, csi_node("node-for-max-pd-test-1", limits))
+    [st] = run_filter(NodeVolumeLimits(None, cluster.handle()), claims("new", *new), cluster.snapshot)
+    assert st == want
+
+
+def test_inline_in_tree_disks_count_against_the_migrated_driver() -> None:
+    gce = {"name": "d", "gcePersistentDisk": {"pdName": "disk-2"}}
+    placed = with_volumes(
+        make_pod("existing", node_name="n1"), {"name": "d", "gcePersistentDisk": {"pdName": "disk-1"}}
+    )
+    cluster = Cluster([make_node("n1")], [placed])
+    feed(cluster, csi_node("n1", {GCE: 1}))
+    [st] = run_filter(NodeVolumeLimits(None, cluster.handle()), with_volumes(make_pod("new"), gce), cluster.snapshot)
+    assert st == EXCEEDED
+
+
+def test_a_missing_claim_of_the_new_pod_is_unresolvable() -> None:
+    cluster = Cluster([make_node("n1")])
+    feed(cluster, csi_node("n1", {EBS: 1}))
+    [st] = run_filter(NodeVolumeLimits(None, cluster.handle()), claims("new", "nope"), cluster.snapshot)
+    assert st == fw.Status(
+        fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        ('looking up PVC default/nope: persistentvolumeclaim "nope" not found',),
+        "NodeVolumeLimits",
+    )
+
+
+def test_a_pod_without_attachable_volumes_is_skipped() -> None:
+    from berth.cache.infos import PodInfo
+
+    plugin = NodeVolumeLimits(None, None)
+    res = plugin.pre_filter(fw.CycleState(), PodInfo.of(make_pod("p")), Cluster([make_node("n")]).snapshot)
+    assert res.status.code == fw.Code.SKIP
