@@ -342,7 +342,122 @@ def _bound_pod(rng: random.Random) -> model_pb2.Pod:
 def _submit_pod(rng: random.Random) -> model_pb2.Pod:
     p = pb_pod(rng)
     p.spec.scheduler_name = "berth"
+    if rng.random() < 0.2:
+        p.spec.volumes.append(
+            model_pb2.Volume(
+                name="data",
+                persistent_volume_claim=model_pb2.PersistentVolumeClaimVolumeSource(
+                    claim_name=rng.choice(STORAGE_NAMES)
+                ),
+            )
+        )
+    if p.spec.containers and rng.random() < 0.2:
+        p.spec.resource_claims.append(model_pb2.PodResourceClaim(name="gpu", resource_claim_name=rng.choice(DRA_NAMES)))
+        p.spec.containers[0].claims.append(model_pb2.ContainerResourceClaim(name="gpu"))
     return p
+
+
+STORAGE_NAMES = ("pv-a", "pv-b", "data", "")
+STORAGE_CLASSES = ("local", "fast", "Bad Class")
+DRA_NAMES = ("gpu", "gpu-a", "claim-0", "")
+
+
+def _pv(rng: random.Random) -> model_pb2.PersistentVolume:
+    node = rng.choice(POOL_NAMES)
+    term = model_pb2.NodeSelectorTerm(
+        match_expressions=[
+            model_pb2.NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=[node])
+        ]
+    )
+    return model_pb2.PersistentVolume(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(STORAGE_NAMES)),
+        spec=model_pb2.PersistentVolumeSpec(
+            capacity={"storage": rng.choice((1 << 30, 10 << 30, 0))},
+            access_modes=[rng.choice(("ReadWriteOnce", "ReadWriteOncePod", "ReadOnlyMany", "Bogus"))],
+            storage_class_name=rng.choice(STORAGE_CLASSES),
+            node_affinity=model_pb2.VolumeNodeAffinity(required=model_pb2.NodeSelector(node_selector_terms=[term])),
+            local=model_pb2.LocalVolumeSource(path="/mnt/disk"),
+        ),
+    )
+
+
+def _pvc(rng: random.Random) -> model_pb2.PersistentVolumeClaim:
+    return model_pb2.PersistentVolumeClaim(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(STORAGE_NAMES), namespace=rng.choice(NAMESPACES)),
+        spec=model_pb2.PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=model_pb2.VolumeResourceRequirements(requests={"storage": rng.choice((1 << 30, 20 << 30))}),
+            storage_class_name=rng.choice(STORAGE_CLASSES),
+            volume_mode=rng.choice(("", "Filesystem", "Block", "Tape")),
+        ),
+    )
+
+
+def _storage_class(rng: random.Random) -> model_pb2.StorageClass:
+    return model_pb2.StorageClass(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(STORAGE_CLASSES)),
+        provisioner=rng.choice(("kubernetes.io/no-provisioner", "csi.example.com", "")),
+        volume_binding_mode=rng.choice(("", "Immediate", "WaitForFirstConsumer", "Later")),
+    )
+
+
+def _csi_node(rng: random.Random) -> model_pb2.CSINode:
+    driver = model_pb2.CSINodeDriver(
+        name="csi.example.com", node_id="id", allocatable=model_pb2.VolumeNodeResources(count=rng.choice((0, 2, -1)))
+    )
+    return model_pb2.CSINode(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(POOL_NAMES)), spec=model_pb2.CSINodeSpec(drivers=[driver])
+    )
+
+
+def _device_class(rng: random.Random) -> model_pb2.DeviceClass:
+    expression = rng.choice(('device.driver == "gpu.example.com"', "device.attributes[", "true"))
+    return model_pb2.DeviceClass(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(DRA_NAMES)),
+        spec=model_pb2.DeviceClassSpec(
+            selectors=[model_pb2.DeviceSelector(cel=model_pb2.CELDeviceSelector(expression=expression))]
+        ),
+    )
+
+
+def _resource_slice(rng: random.Random) -> model_pb2.ResourceSlice:
+    node = rng.choice(POOL_NAMES)
+    devices = [
+        model_pb2.Device(
+            name=f"gpu-{i}",
+            attributes={"index": model_pb2.DeviceAttribute(int_value=i)},
+            capacity={"memory": model_pb2.DeviceCapacity(value=rng.choice(("40Gi", "1", "-1", "x")))},
+        )
+        for i in range(rng.randint(0, 3))
+    ]
+    return model_pb2.ResourceSlice(
+        metadata=model_pb2.ObjectMeta(name=f"{node}-gpus"),
+        spec=model_pb2.ResourceSliceSpec(
+            driver="gpu.example.com",
+            node_name=node,
+            pool=model_pb2.ResourcePool(name=node, resource_slice_count=rng.choice((1, 0))),
+            devices=devices,
+        ),
+    )
+
+
+def _resource_claim(rng: random.Random) -> model_pb2.ResourceClaim:
+    request = model_pb2.DeviceRequest(
+        name="gpu",
+        exactly=model_pb2.ExactDeviceRequest(
+            device_class_name=rng.choice(DRA_NAMES),
+            allocation_mode=rng.choice(("", "ExactCount", "All", "Some")),
+            count=rng.choice((0, 1, 2)),
+        ),
+    )
+    return model_pb2.ResourceClaim(
+        metadata=model_pb2.ObjectMeta(name=rng.choice(DRA_NAMES), namespace=rng.choice(NAMESPACES)),
+        spec=model_pb2.ResourceClaimSpec(devices=model_pb2.DeviceClaim(requests=[request])),
+    )
+
+
+def _named(rng: random.Random) -> cluster_pb2.NamespacedName:
+    return cluster_pb2.NamespacedName(namespace=rng.choice(NAMESPACES), name=rng.choice(STORAGE_NAMES + DRA_NAMES))
 
 
 _BUILDERS: dict[str, Any] = {
@@ -415,6 +530,38 @@ _BUILDERS: dict[str, Any] = {
         ]
     ),
     "Cluster/DeleteNamespaces": lambda r: cluster_pb2.DeleteNamespacesRequest(names=[r.choice(NAMESPACES)]),
+    "Cluster/UpsertPersistentVolumes": lambda r: cluster_pb2.UpsertPersistentVolumesRequest(
+        persistent_volumes=[_pv(r) for _ in range(r.randint(1, 2))]
+    ),
+    "Cluster/DeletePersistentVolumes": lambda r: cluster_pb2.DeletePersistentVolumesRequest(
+        names=[r.choice(STORAGE_NAMES)]
+    ),
+    "Cluster/UpsertPersistentVolumeClaims": lambda r: cluster_pb2.UpsertPersistentVolumeClaimsRequest(
+        persistent_volume_claims=[_pvc(r) for _ in range(r.randint(1, 2))]
+    ),
+    "Cluster/DeletePersistentVolumeClaims": lambda r: cluster_pb2.DeletePersistentVolumeClaimsRequest(
+        persistent_volume_claims=[_named(r)]
+    ),
+    "Cluster/UpsertStorageClasses": lambda r: cluster_pb2.UpsertStorageClassesRequest(
+        storage_classes=[_storage_class(r)]
+    ),
+    "Cluster/DeleteStorageClasses": lambda r: cluster_pb2.DeleteStorageClassesRequest(
+        names=[r.choice(STORAGE_CLASSES)]
+    ),
+    "Cluster/UpsertCSINodes": lambda r: cluster_pb2.UpsertCSINodesRequest(csi_nodes=[_csi_node(r)]),
+    "Cluster/DeleteCSINodes": lambda r: cluster_pb2.DeleteCSINodesRequest(names=[r.choice(POOL_NAMES)]),
+    "Cluster/UpsertDeviceClasses": lambda r: cluster_pb2.UpsertDeviceClassesRequest(device_classes=[_device_class(r)]),
+    "Cluster/DeleteDeviceClasses": lambda r: cluster_pb2.DeleteDeviceClassesRequest(names=[r.choice(DRA_NAMES)]),
+    "Cluster/UpsertResourceSlices": lambda r: cluster_pb2.UpsertResourceSlicesRequest(
+        resource_slices=[_resource_slice(r)]
+    ),
+    "Cluster/DeleteResourceSlices": lambda r: cluster_pb2.DeleteResourceSlicesRequest(
+        names=[f"{r.choice(POOL_NAMES)}-gpus"]
+    ),
+    "Cluster/UpsertResourceClaims": lambda r: cluster_pb2.UpsertResourceClaimsRequest(
+        resource_claims=[_resource_claim(r) for _ in range(r.randint(1, 2))]
+    ),
+    "Cluster/DeleteResourceClaims": lambda r: cluster_pb2.DeleteResourceClaimsRequest(resource_claims=[_named(r)]),
     "Cluster/ListNodes": lambda r: cluster_pb2.ListNodesRequest(),
 }
 
@@ -440,6 +587,20 @@ _WEIGHTS = {
     "Cluster/UpsertPodDisruptionBudgets": 4,
     "Cluster/UpsertNamespaces": 2,
     "Cluster/DeleteNamespaces": 1,
+    "Cluster/UpsertPersistentVolumes": 2,
+    "Cluster/DeletePersistentVolumes": 1,
+    "Cluster/UpsertPersistentVolumeClaims": 2,
+    "Cluster/DeletePersistentVolumeClaims": 1,
+    "Cluster/UpsertStorageClasses": 2,
+    "Cluster/DeleteStorageClasses": 1,
+    "Cluster/UpsertCSINodes": 2,
+    "Cluster/DeleteCSINodes": 1,
+    "Cluster/UpsertDeviceClasses": 2,
+    "Cluster/DeleteDeviceClasses": 1,
+    "Cluster/UpsertResourceSlices": 2,
+    "Cluster/DeleteResourceSlices": 1,
+    "Cluster/UpsertResourceClaims": 2,
+    "Cluster/DeleteResourceClaims": 1,
     "Cluster/ListNodes": 3,
 }
 

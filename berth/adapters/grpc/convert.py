@@ -17,13 +17,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import msgspec
 
 from berth import errors
 from berth.api.v1 import cluster_pb2 as cpb
 from berth.api.v1 import model_pb2 as pb
 from berth.api.v1 import scheduler_pb2 as spb
-from berth.cluster import model, resources
+from berth.cluster import dra, model, resources, storage, validation
 from berth.framework.decision import Decision, Reason
 from berth.quota import QueueStatus
 from berth.scheduling.explain import Explanation, NodeSummary
@@ -32,7 +34,11 @@ from berth.scheduling.visibility import PodRow, Why
 from berth.scheduling.whatif import WhatIf
 
 __all__ = [
+    "csi_node_from_pb",
+    "csi_node_to_pb",
     "decision_to_pb",
+    "device_class_from_pb",
+    "device_class_to_pb",
     "explanation_to_pb",
     "namespace_from_pb",
     "node_from_pb",
@@ -45,7 +51,17 @@ __all__ = [
     "pod_to_pb",
     "podgroup_from_pb",
     "pods_from_pb",
+    "pv_from_pb",
+    "pv_to_pb",
+    "pvc_from_pb",
+    "pvc_to_pb",
     "queue_status_to_pb",
+    "resource_claim_from_pb",
+    "resource_claim_to_pb",
+    "resource_slice_from_pb",
+    "resource_slice_to_pb",
+    "storage_class_from_pb",
+    "storage_class_to_pb",
     "whatif_to_pb",
     "why_to_pb",
 ]
@@ -144,6 +160,7 @@ def _meta_from_pb(m: pb.ObjectMeta) -> model.ObjectMeta:
             )
             for o in m.owner_references
         ],
+        finalizers=list(m.finalizers),
     )
 
 
@@ -161,6 +178,7 @@ def _meta_to_pb(m: model.ObjectMeta) -> pb.ObjectMeta:
             pb.OwnerReference(api_version=o.api_version, kind=o.kind, name=o.name, uid=o.uid, controller=o.controller)
             for o in m.owner_references
         ],
+        finalizers=m.finalizers,
     )
 
 
@@ -306,9 +324,11 @@ def _affinity_to_pb(a: model.Affinity) -> pb.Affinity:
 
 def _container_from_pb(c: pb.Container) -> model.Container:
     res = None
-    if c.requests or c.limits:
+    if c.requests or c.limits or c.claims:
         res = model.ResourceRequirements(
-            requests=_rl_from_pb(c.requests, "requests"), limits=_rl_from_pb(c.limits, "limits")
+            requests=_rl_from_pb(c.requests, "requests"),
+            limits=_rl_from_pb(c.limits, "limits"),
+            claims=[model.ContainerResourceClaim(name=k.name, request=k.request) for k in c.claims],
         )
     return model.Container(
         name=c.name,
@@ -338,6 +358,7 @@ def _container_to_pb(c: model.Container) -> pb.Container:
             for p in c.ports
         ],
         restart_policy=c.restart_policy or "",
+        claims=[pb.ContainerResourceClaim(name=k.name, request=k.request) for k in res.claims] if res else [],
     )
 
 
@@ -398,11 +419,20 @@ def _pod_from_pb(p: pb.Pod) -> model.Pod:
             if s.resources_requests
             else None
         ),
+        resource_claims=[_pod_claim_from_pb(c) for c in s.resource_claims],
+        volumes=_each(s.volumes, _volume_from_pb, "spec.volumes"),
     )
     return model.Pod(
         metadata=_meta_from_pb(p.metadata),
         spec=spec,
-        status=model.PodStatus(phase=p.status.phase, nominated_node_name=p.status.nominated_node_name),
+        status=model.PodStatus(
+            phase=p.status.phase,
+            nominated_node_name=p.status.nominated_node_name,
+            resource_claim_statuses=[
+                model.PodResourceClaimStatus(name=c.name, resource_claim_name=c.resource_claim_name or None)
+                for c in p.status.resource_claim_statuses
+            ],
+        ),
     )
 
 
@@ -447,8 +477,17 @@ def pod_to_pb(p: model.Pod) -> pb.Pod:
             scheduling_gates=[pb.SchedulingGate(name=g.name) for g in s.scheduling_gates],
             host_network=s.host_network,
             resources_requests=_rl_to_pb(s.resources.requests) if s.resources is not None else {},
+            volumes=[_volume_to_pb(v) for v in s.volumes],
+            resource_claims=[_pod_claim_to_pb(c) for c in s.resource_claims],
         ),
-        status=pb.PodStatus(phase=p.status.phase, nominated_node_name=p.status.nominated_node_name),
+        status=pb.PodStatus(
+            phase=p.status.phase,
+            nominated_node_name=p.status.nominated_node_name,
+            resource_claim_statuses=[
+                pb.PodResourceClaimStatus(name=c.name, resource_claim_name=c.resource_claim_name or "")
+                for c in p.status.resource_claim_statuses
+            ],
+        ),
     )
 
 
@@ -527,6 +566,820 @@ def pdb_from_pb(b: pb.PodDisruptionBudget, path: str = "") -> model.PodDisruptio
 def namespace_from_pb(n: cpb.Namespace, path: str = "") -> model.Namespace:
     with _at(path):
         return model.Namespace(metadata=_meta_from_pb(n.metadata))
+
+
+# ---------------------------------------------------------------- enumerations and quantities
+# Kubernetes' enumerations travel as strings; a value the model does not know
+# is refused here, naming the protobuf field (the API server's field.NotSupported).
+
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+_VOLUME_MODES = ("Filesystem", "Block")
+_BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+_ALLOCATION_MODES = (dra.ALLOCATION_MODE_EXACT_COUNT, dra.ALLOCATION_MODE_ALL)
+_CONFIG_SOURCES = (dra.CONFIG_SOURCE_CLASS, dra.CONFIG_SOURCE_CLAIM)
+
+
+def _enum(value: str, allowed: tuple[str, ...], path: str) -> str:
+    """``value`` when it is one of ``allowed`` (empty: unset, the caller's default)."""
+    if value and value not in allowed:
+        raise validation.not_supported(path, value, allowed)
+    return value
+
+
+def _enums(values: Iterable[str], allowed: tuple[str, ...], path: str) -> list[str]:
+    out = []
+    for i, v in enumerate(values):
+        if not v:
+            raise validation.not_supported(f"{path}[{i}]", v, allowed)
+        out.append(_enum(v, allowed, f"{path}[{i}]"))
+    return out
+
+
+def _quantity(text: str, path: str) -> str:
+    """A Kubernetes quantity string as it is, once it parses (``"40Gi"``)."""
+    try:
+        resources.parse_quantity(text)
+    except resources.QuantityError as e:
+        raise e.at(path) from None
+    return text
+
+
+def _quantity_text(q: model.Quantity) -> str:
+    return q if isinstance(q, str) else str(q)
+
+
+def _opt(m: Any, field: str) -> Any:
+    """An ``optional`` scalar's value, or None when unset."""
+    return getattr(m, field) if m.HasField(field) else None
+
+
+def _node_selector_from_pb(s: pb.NodeSelector) -> model.NodeSelector:
+    return model.NodeSelector(node_selector_terms=[_term_from_pb(t) for t in s.node_selector_terms])
+
+
+def _node_selector_to_pb(s: model.NodeSelector | None) -> pb.NodeSelector | None:
+    if s is None:
+        return None
+    return pb.NodeSelector(node_selector_terms=[_term_to_pb(t) for t in s.node_selector_terms])
+
+
+def _json_from_pb(raw: bytes, path: str) -> Any:
+    if not raw:
+        return None
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as e:
+        raise errors.InvalidArgument(f"{path}: Invalid value: not JSON: {e}") from None
+
+
+def _json_to_pb(value: Any) -> bytes:
+    return b"" if value is None else msgspec.json.encode(value)
+
+
+# ---------------------------------------------------------------- pod volumes and claims
+
+
+def _volume_from_pb(v: pb.Volume) -> model.Volume:
+    which = v.WhichOneof("source")
+    out = model.Volume(name=v.name)
+    if which == "persistent_volume_claim":
+        c = v.persistent_volume_claim
+        out.persistent_volume_claim = model.PersistentVolumeClaimVolumeSource(
+            claim_name=c.claim_name, read_only=c.read_only
+        )
+    elif which == "ephemeral":
+        tmpl = None
+        if v.ephemeral.HasField("volume_claim_template"):
+            t = v.ephemeral.volume_claim_template
+            with _at("ephemeral.volume_claim_template"):
+                tmpl = {
+                    "metadata": model.to_builtins(_meta_from_pb(t.metadata)),
+                    "spec": model.to_builtins(_pvc_spec_from_pb(t.spec)),
+                }
+        out.ephemeral = model.EphemeralVolumeSource(volume_claim_template=tmpl)
+    elif which == "gce_persistent_disk":
+        g = v.gce_persistent_disk
+        out.gce_persistent_disk = model.GCEPersistentDiskVolumeSource(
+            pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+        )
+    elif which == "aws_elastic_block_store":
+        a = v.aws_elastic_block_store
+        out.aws_elastic_block_store = model.AWSElasticBlockStoreVolumeSource(
+            volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
+        )
+    elif which == "rbd":
+        r = v.rbd
+        out.rbd = model.RBDVolumeSource(
+            monitors=list(r.monitors), image=r.image, pool=r.pool or "rbd", read_only=r.read_only
+        )
+    elif which == "iscsi":
+        i = v.iscsi
+        out.iscsi = model.ISCSIVolumeSource(target_portal=i.target_portal, iqn=i.iqn, lun=i.lun, read_only=i.read_only)
+    elif which == "csi":
+        out.csi = model.CSIVolumeSource(driver=v.csi.driver, read_only=v.csi.read_only)
+    return out
+
+
+def _claim_template_to_pb(tmpl: dict[str, Any] | None) -> pb.EphemeralVolumeSource:
+    if tmpl is None:
+        return pb.EphemeralVolumeSource()
+    try:
+        meta = msgspec.convert(tmpl.get("metadata") or {}, model.ObjectMeta)
+        spec = msgspec.convert(tmpl.get("spec") or {}, storage.PersistentVolumeClaimSpec)
+    except msgspec.ValidationError:
+        # Not a claim template the API server would have stored: the empty one.
+        meta, spec = model.ObjectMeta(), storage.PersistentVolumeClaimSpec()
+    return pb.EphemeralVolumeSource(
+        volume_claim_template=pb.PersistentVolumeClaimTemplate(metadata=_meta_to_pb(meta), spec=_pvc_spec_to_pb(spec))
+    )
+
+
+def _volume_to_pb(v: model.Volume) -> pb.Volume:
+    out = pb.Volume(name=v.name)
+    # One source, as the API server's validation allows; the first wins.
+    if (c := v.persistent_volume_claim) is not None:
+        out.persistent_volume_claim.CopyFrom(
+            pb.PersistentVolumeClaimVolumeSource(claim_name=c.claim_name, read_only=c.read_only)
+        )
+    elif v.ephemeral is not None:
+        out.ephemeral.CopyFrom(_claim_template_to_pb(v.ephemeral.volume_claim_template))
+    elif (g := v.gce_persistent_disk) is not None:
+        out.gce_persistent_disk.CopyFrom(
+            pb.GCEPersistentDiskVolumeSource(
+                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+            )
+        )
+    elif (a := v.aws_elastic_block_store) is not None:
+        out.aws_elastic_block_store.CopyFrom(
+            pb.AWSElasticBlockStoreVolumeSource(
+                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
+            )
+        )
+    elif (r := v.rbd) is not None:
+        out.rbd.CopyFrom(pb.RBDVolumeSource(monitors=r.monitors, image=r.image, pool=r.pool, read_only=r.read_only))
+    elif (i := v.iscsi) is not None:
+        out.iscsi.CopyFrom(
+            pb.ISCSIVolumeSource(target_portal=i.target_portal, iqn=i.iqn, lun=i.lun, read_only=i.read_only)
+        )
+    elif (s := v.csi) is not None:
+        out.csi.CopyFrom(pb.CSIVolumeSource(driver=s.driver, read_only=s.read_only))
+    return out
+
+
+def _pod_claim_from_pb(c: pb.PodResourceClaim) -> model.PodResourceClaim:
+    return model.PodResourceClaim(
+        name=c.name,
+        resource_claim_name=c.resource_claim_name or None,
+        resource_claim_template_name=c.resource_claim_template_name or None,
+    )
+
+
+def _pod_claim_to_pb(c: model.PodResourceClaim) -> pb.PodResourceClaim:
+    return pb.PodResourceClaim(
+        name=c.name,
+        resource_claim_name=c.resource_claim_name or "",
+        resource_claim_template_name=c.resource_claim_template_name or "",
+    )
+
+
+# ---------------------------------------------------------------- storage
+
+
+def _pvc_spec_from_pb(s: pb.PersistentVolumeClaimSpec) -> storage.PersistentVolumeClaimSpec:
+    return storage.PersistentVolumeClaimSpec(
+        access_modes=_enums(s.access_modes, _ACCESS_MODES, "spec.access_modes"),
+        selector=_ls_from_pb(s.selector, s.HasField("selector")),
+        resources=storage.VolumeResourceRequirements(
+            requests=_rl_from_pb(s.resources.requests, "spec.resources.requests"),
+            limits=_rl_from_pb(s.resources.limits, "spec.resources.limits"),
+        ),
+        volume_name=s.volume_name,
+        storage_class_name=_opt(s, "storage_class_name"),
+        volume_mode=_enum(s.volume_mode, _VOLUME_MODES, "spec.volume_mode") or None,
+        volume_attributes_class_name=_opt(s, "volume_attributes_class_name"),
+    )
+
+
+def _pvc_spec_to_pb(s: storage.PersistentVolumeClaimSpec) -> pb.PersistentVolumeClaimSpec:
+    return pb.PersistentVolumeClaimSpec(
+        access_modes=s.access_modes,
+        selector=_ls_to_pb(s.selector),
+        resources=pb.VolumeResourceRequirements(
+            requests=_rl_to_pb(s.resources.requests), limits=_rl_to_pb(s.resources.limits)
+        ),
+        volume_name=s.volume_name,
+        storage_class_name=s.storage_class_name,
+        volume_mode=s.volume_mode or "",
+        volume_attributes_class_name=s.volume_attributes_class_name,
+    )
+
+
+def pvc_from_pb(c: pb.PersistentVolumeClaim, path: str = "") -> storage.PersistentVolumeClaim:
+    """The model's PersistentVolumeClaim; InvalidArgument names the field under ``path``."""
+    with _at(path):
+        return storage.PersistentVolumeClaim(
+            metadata=_meta_from_pb(c.metadata),
+            spec=_pvc_spec_from_pb(c.spec),
+            status=storage.PersistentVolumeClaimStatus(
+                phase=c.status.phase,
+                access_modes=_enums(c.status.access_modes, _ACCESS_MODES, "status.access_modes"),
+                capacity=_rl_from_pb(c.status.capacity, "status.capacity"),
+            ),
+        )
+
+
+def pvc_to_pb(c: storage.PersistentVolumeClaim) -> pb.PersistentVolumeClaim:
+    return pb.PersistentVolumeClaim(
+        metadata=_meta_to_pb(c.metadata),
+        spec=_pvc_spec_to_pb(c.spec),
+        status=pb.PersistentVolumeClaimStatus(
+            phase=c.status.phase, access_modes=c.status.access_modes, capacity=_rl_to_pb(c.status.capacity)
+        ),
+    )
+
+
+def pv_from_pb(v: pb.PersistentVolume, path: str = "") -> storage.PersistentVolume:
+    """The model's PersistentVolume; InvalidArgument names the field under ``path``."""
+    with _at(path):
+        s = v.spec
+        spec = storage.PersistentVolumeSpec(
+            capacity=_rl_from_pb(s.capacity, "spec.capacity"),
+            access_modes=_enums(s.access_modes, _ACCESS_MODES, "spec.access_modes"),
+            claim_ref=(
+                storage.ObjectReference(
+                    kind=s.claim_ref.kind,
+                    namespace=s.claim_ref.namespace,
+                    name=s.claim_ref.name,
+                    uid=s.claim_ref.uid,
+                    api_version=s.claim_ref.api_version,
+                    resource_version=s.claim_ref.resource_version,
+                )
+                if s.HasField("claim_ref")
+                else None
+            ),
+            persistent_volume_reclaim_policy=s.persistent_volume_reclaim_policy,
+            storage_class_name=s.storage_class_name,
+            volume_mode=_enum(s.volume_mode, _VOLUME_MODES, "spec.volume_mode") or None,
+            node_affinity=(
+                storage.VolumeNodeAffinity(
+                    required=(
+                        _node_selector_from_pb(s.node_affinity.required)
+                        if s.node_affinity.HasField("required")
+                        else None
+                    )
+                )
+                if s.HasField("node_affinity")
+                else None
+            ),
+            volume_attributes_class_name=_opt(s, "volume_attributes_class_name"),
+        )
+        which = s.WhichOneof("source")
+        if which == "csi":
+            spec.csi = storage.CSIPersistentVolumeSource(
+                driver=s.csi.driver, volume_handle=s.csi.volume_handle, read_only=s.csi.read_only
+            )
+        elif which == "gce_persistent_disk":
+            g = s.gce_persistent_disk
+            spec.gce_persistent_disk = model.GCEPersistentDiskVolumeSource(
+                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+            )
+        elif which == "aws_elastic_block_store":
+            a = s.aws_elastic_block_store
+            spec.aws_elastic_block_store = model.AWSElasticBlockStoreVolumeSource(
+                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
+            )
+        elif which == "local":
+            spec.local = storage.LocalVolumeSource(path=s.local.path)
+        elif which == "host_path":
+            spec.host_path = storage.HostPathVolumeSource(path=s.host_path.path)
+        return storage.PersistentVolume(
+            metadata=_meta_from_pb(v.metadata),
+            spec=spec,
+            status=storage.PersistentVolumeStatus(phase=v.status.phase),
+        )
+
+
+def pv_to_pb(v: storage.PersistentVolume) -> pb.PersistentVolume:
+    s = v.spec
+    ref = s.claim_ref
+    spec = pb.PersistentVolumeSpec(
+        capacity=_rl_to_pb(s.capacity),
+        access_modes=s.access_modes,
+        claim_ref=(
+            pb.ObjectReference(
+                kind=ref.kind,
+                namespace=ref.namespace,
+                name=ref.name,
+                uid=ref.uid,
+                api_version=ref.api_version,
+                resource_version=ref.resource_version,
+            )
+            if ref is not None
+            else None
+        ),
+        persistent_volume_reclaim_policy=s.persistent_volume_reclaim_policy,
+        storage_class_name=s.storage_class_name,
+        volume_mode=s.volume_mode or "",
+        node_affinity=(
+            pb.VolumeNodeAffinity(required=_node_selector_to_pb(s.node_affinity.required))
+            if s.node_affinity is not None
+            else None
+        ),
+        volume_attributes_class_name=s.volume_attributes_class_name,
+    )
+    if s.csi is not None:
+        spec.csi.CopyFrom(
+            pb.CSIPersistentVolumeSource(
+                driver=s.csi.driver, volume_handle=s.csi.volume_handle, read_only=s.csi.read_only
+            )
+        )
+    elif (g := s.gce_persistent_disk) is not None:
+        spec.gce_persistent_disk.CopyFrom(
+            pb.GCEPersistentDiskVolumeSource(
+                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+            )
+        )
+    elif (a := s.aws_elastic_block_store) is not None:
+        spec.aws_elastic_block_store.CopyFrom(
+            pb.AWSElasticBlockStoreVolumeSource(
+                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
+            )
+        )
+    elif s.local is not None:
+        spec.local.CopyFrom(pb.LocalVolumeSource(path=s.local.path))
+    elif s.host_path is not None:
+        spec.host_path.CopyFrom(pb.HostPathVolumeSource(path=s.host_path.path))
+    return pb.PersistentVolume(
+        metadata=_meta_to_pb(v.metadata), spec=spec, status=pb.PersistentVolumeStatus(phase=v.status.phase)
+    )
+
+
+def storage_class_from_pb(c: pb.StorageClass, path: str = "") -> storage.StorageClass:
+    with _at(path):
+        return storage.StorageClass(
+            metadata=_meta_from_pb(c.metadata),
+            provisioner=c.provisioner,
+            parameters=dict(c.parameters),
+            reclaim_policy=c.reclaim_policy or None,
+            volume_binding_mode=_enum(c.volume_binding_mode, _BINDING_MODES, "volume_binding_mode") or None,
+            allowed_topologies=[
+                storage.TopologySelectorTerm(
+                    match_label_expressions=[
+                        storage.TopologySelectorLabelRequirement(key=r.key, values=list(r.values))
+                        for r in t.match_label_expressions
+                    ]
+                )
+                for t in c.allowed_topologies
+            ],
+        )
+
+
+def storage_class_to_pb(c: storage.StorageClass) -> pb.StorageClass:
+    return pb.StorageClass(
+        metadata=_meta_to_pb(c.metadata),
+        provisioner=c.provisioner,
+        parameters=c.parameters,
+        reclaim_policy=c.reclaim_policy or "",
+        volume_binding_mode=c.volume_binding_mode or "",
+        allowed_topologies=[
+            pb.TopologySelectorTerm(
+                match_label_expressions=[
+                    pb.TopologySelectorLabelRequirement(key=r.key, values=r.values) for r in t.match_label_expressions
+                ]
+            )
+            for t in c.allowed_topologies
+        ],
+    )
+
+
+def csi_node_from_pb(n: pb.CSINode, path: str = "") -> storage.CSINode:
+    with _at(path):
+        return storage.CSINode(
+            metadata=_meta_from_pb(n.metadata),
+            spec=storage.CSINodeSpec(
+                drivers=[
+                    storage.CSINodeDriver(
+                        name=d.name,
+                        node_id=d.node_id,
+                        topology_keys=list(d.topology_keys),
+                        allocatable=(
+                            storage.VolumeNodeResources(count=_opt(d.allocatable, "count"))
+                            if d.HasField("allocatable")
+                            else None
+                        ),
+                    )
+                    for d in n.spec.drivers
+                ]
+            ),
+        )
+
+
+def csi_node_to_pb(n: storage.CSINode) -> pb.CSINode:
+    return pb.CSINode(
+        metadata=_meta_to_pb(n.metadata),
+        spec=pb.CSINodeSpec(
+            drivers=[
+                pb.CSINodeDriver(
+                    name=d.name,
+                    node_id=d.node_id,
+                    topology_keys=d.topology_keys or (),
+                    allocatable=(
+                        pb.VolumeNodeResources(count=d.allocatable.count) if d.allocatable is not None else None
+                    ),
+                )
+                for d in n.spec.drivers
+            ]
+        ),
+    )
+
+
+# ---------------------------------------------------------------- resource.k8s.io/v1
+
+
+_ATTRIBUTE_KINDS = ("int_value", "bool_value", "string_value", "version_value")
+
+
+def _attribute_from_pb(a: pb.DeviceAttribute) -> dra.DeviceAttribute:
+    which = a.WhichOneof("value")
+    if which is None:
+        raise validation.required("value", f"exactly one of {', '.join(_ATTRIBUTE_KINDS)} is required")
+    return dra.DeviceAttribute(**{which: getattr(a, which)})
+
+
+def _attribute_to_pb(a: dra.DeviceAttribute) -> pb.DeviceAttribute:
+    out = pb.DeviceAttribute()
+    if a.int_value is not None:
+        out.int_value = a.int_value
+    elif a.bool_value is not None:
+        out.bool_value = a.bool_value
+    elif a.string_value is not None:
+        out.string_value = a.string_value
+    elif a.version_value is not None:
+        out.version_value = a.version_value
+    return out
+
+
+def _counters_from_pb(m: Mapping[str, pb.Counter], path: str) -> dict[str, dra.Counter]:
+    return {k: dra.Counter(value=_quantity(c.value, f"{path}[{k}].value")) for k, c in m.items()}
+
+
+def _counters_to_pb(m: Mapping[str, dra.Counter]) -> dict[str, pb.Counter]:
+    return {k: pb.Counter(value=_quantity_text(c.value)) for k, c in m.items()}
+
+
+def _device_from_pb(d: pb.Device) -> dra.Device:
+    attributes = {}
+    for k, a in d.attributes.items():
+        with _at(f"attributes[{k}]"):
+            attributes[k] = _attribute_from_pb(a)
+    return dra.Device(
+        name=d.name,
+        attributes=attributes,
+        capacity={
+            k: dra.DeviceCapacity(value=_quantity(c.value, f"capacity[{k}].value")) for k, c in d.capacity.items()
+        },
+        consumes_counters=_each(
+            d.consumes_counters,
+            lambda c: dra.DeviceCounterConsumption(
+                counter_set=c.counter_set, counters=_counters_from_pb(c.counters, "counters")
+            ),
+            "consumes_counters",
+        ),
+        node_name=_opt(d, "node_name"),
+        node_selector=_node_selector_from_pb(d.node_selector) if d.HasField("node_selector") else None,
+        all_nodes=_opt(d, "all_nodes"),
+        taints=[dra.DeviceTaint(key=t.key, value=t.value, effect=t.effect) for t in d.taints],
+        binds_to_node=_opt(d, "binds_to_node"),
+        binding_conditions=list(d.binding_conditions),
+        binding_failure_conditions=list(d.binding_failure_conditions),
+        allow_multiple_allocations=_opt(d, "allow_multiple_allocations"),
+    )
+
+
+def _device_to_pb(d: dra.Device) -> pb.Device:
+    return pb.Device(
+        name=d.name,
+        attributes={k: _attribute_to_pb(a) for k, a in d.attributes.items()},
+        capacity={k: pb.DeviceCapacity(value=_quantity_text(c.value)) for k, c in d.capacity.items()},
+        consumes_counters=[
+            pb.DeviceCounterConsumption(counter_set=c.counter_set, counters=_counters_to_pb(c.counters))
+            for c in d.consumes_counters
+        ],
+        node_name=d.node_name,
+        node_selector=_node_selector_to_pb(d.node_selector),
+        all_nodes=d.all_nodes,
+        taints=[pb.DeviceTaint(key=t.key, value=t.value, effect=t.effect) for t in d.taints],
+        binds_to_node=d.binds_to_node,
+        binding_conditions=d.binding_conditions,
+        binding_failure_conditions=d.binding_failure_conditions,
+        allow_multiple_allocations=d.allow_multiple_allocations,
+    )
+
+
+def resource_slice_from_pb(r: pb.ResourceSlice, path: str = "") -> dra.ResourceSlice:
+    """The model's ResourceSlice; InvalidArgument names the field under ``path``."""
+    with _at(path):
+        s = r.spec
+        return dra.ResourceSlice(
+            metadata=_meta_from_pb(r.metadata),
+            spec=dra.ResourceSliceSpec(
+                driver=s.driver,
+                pool=dra.ResourcePool(
+                    name=s.pool.name, generation=s.pool.generation, resource_slice_count=s.pool.resource_slice_count
+                ),
+                node_name=_opt(s, "node_name"),
+                node_selector=_node_selector_from_pb(s.node_selector) if s.HasField("node_selector") else None,
+                all_nodes=_opt(s, "all_nodes"),
+                per_device_node_selection=_opt(s, "per_device_node_selection"),
+                devices=_each(s.devices, _device_from_pb, "spec.devices"),
+                shared_counters=_each(
+                    s.shared_counters,
+                    lambda c: dra.CounterSet(name=c.name, counters=_counters_from_pb(c.counters, "counters")),
+                    "spec.shared_counters",
+                ),
+            ),
+        )
+
+
+def resource_slice_to_pb(r: dra.ResourceSlice) -> pb.ResourceSlice:
+    s = r.spec
+    return pb.ResourceSlice(
+        metadata=_meta_to_pb(r.metadata),
+        spec=pb.ResourceSliceSpec(
+            driver=s.driver,
+            pool=pb.ResourcePool(
+                name=s.pool.name, generation=s.pool.generation, resource_slice_count=s.pool.resource_slice_count
+            ),
+            node_name=s.node_name,
+            node_selector=_node_selector_to_pb(s.node_selector),
+            all_nodes=s.all_nodes,
+            per_device_node_selection=s.per_device_node_selection,
+            devices=[_device_to_pb(d) for d in s.devices],
+            shared_counters=[
+                pb.CounterSet(name=c.name, counters=_counters_to_pb(c.counters)) for c in s.shared_counters
+            ],
+        ),
+    )
+
+
+def _selectors_from_pb(ss: Iterable[pb.DeviceSelector]) -> list[dra.DeviceSelector]:
+    return [
+        dra.DeviceSelector(cel=dra.CELDeviceSelector(expression=s.cel.expression) if s.HasField("cel") else None)
+        for s in ss
+    ]
+
+
+def _selectors_to_pb(ss: Iterable[dra.DeviceSelector]) -> list[pb.DeviceSelector]:
+    return [
+        pb.DeviceSelector(cel=pb.CELDeviceSelector(expression=s.cel.expression) if s.cel is not None else None)
+        for s in ss
+    ]
+
+
+def _opaque_from_pb(m: Any) -> dra.OpaqueDeviceConfiguration | None:
+    """The ``opaque`` field of ``m`` (a message that has one)."""
+    if not m.HasField("opaque"):
+        return None
+    parameters = _json_from_pb(m.opaque.parameters, "opaque.parameters")
+    return dra.OpaqueDeviceConfiguration(driver=m.opaque.driver, parameters=parameters)
+
+
+def _opaque_to_pb(o: dra.OpaqueDeviceConfiguration | None) -> pb.OpaqueDeviceConfiguration | None:
+    if o is None:
+        return None
+    return pb.OpaqueDeviceConfiguration(driver=o.driver, parameters=_json_to_pb(o.parameters))
+
+
+def device_class_from_pb(c: pb.DeviceClass, path: str = "") -> dra.DeviceClass:
+    """The model's DeviceClass; InvalidArgument names the field under ``path``."""
+    with _at(path):
+        return dra.DeviceClass(
+            metadata=_meta_from_pb(c.metadata),
+            spec=dra.DeviceClassSpec(
+                selectors=_selectors_from_pb(c.spec.selectors),
+                config=_each(
+                    c.spec.config, lambda k: dra.DeviceClassConfiguration(opaque=_opaque_from_pb(k)), "spec.config"
+                ),
+                extended_resource_name=_opt(c.spec, "extended_resource_name"),
+            ),
+        )
+
+
+def device_class_to_pb(c: dra.DeviceClass) -> pb.DeviceClass:
+    return pb.DeviceClass(
+        metadata=_meta_to_pb(c.metadata),
+        spec=pb.DeviceClassSpec(
+            selectors=_selectors_to_pb(c.spec.selectors),
+            config=[pb.DeviceClassConfiguration(opaque=_opaque_to_pb(k.opaque)) for k in c.spec.config],
+            extended_resource_name=c.spec.extended_resource_name,
+        ),
+    )
+
+
+def _tolerations_from_pb(ts: Iterable[pb.DeviceToleration]) -> list[dra.DeviceToleration]:
+    return [
+        dra.DeviceToleration(
+            key=t.key,
+            operator=t.operator,
+            value=t.value,
+            effect=t.effect,
+            toleration_seconds=_opt(t, "toleration_seconds"),
+        )
+        for t in ts
+    ]
+
+
+def _tolerations_to_pb(ts: Iterable[dra.DeviceToleration]) -> list[pb.DeviceToleration]:
+    return [
+        pb.DeviceToleration(
+            key=t.key, operator=t.operator, value=t.value, effect=t.effect, toleration_seconds=t.toleration_seconds
+        )
+        for t in ts
+    ]
+
+
+def _mode(value: str, path: str) -> str:
+    return _enum(value, _ALLOCATION_MODES, path) or dra.ALLOCATION_MODE_EXACT_COUNT
+
+
+def _request_from_pb(r: pb.DeviceRequest) -> dra.DeviceRequest:
+    exactly = None
+    if r.HasField("exactly"):
+        e = r.exactly
+        exactly = dra.ExactDeviceRequest(
+            device_class_name=e.device_class_name,
+            selectors=_selectors_from_pb(e.selectors),
+            allocation_mode=_mode(e.allocation_mode, "exactly.allocation_mode"),
+            count=e.count or 1,
+            admin_access=_opt(e, "admin_access"),
+            tolerations=_tolerations_from_pb(e.tolerations),
+        )
+    return dra.DeviceRequest(
+        name=r.name,
+        exactly=exactly,
+        first_available=_each(
+            r.first_available,
+            lambda s: dra.DeviceSubRequest(
+                name=s.name,
+                device_class_name=s.device_class_name,
+                selectors=_selectors_from_pb(s.selectors),
+                allocation_mode=_mode(s.allocation_mode, "allocation_mode"),
+                count=s.count or 1,
+                tolerations=_tolerations_from_pb(s.tolerations),
+            ),
+            "first_available",
+        ),
+    )
+
+
+def _request_to_pb(r: dra.DeviceRequest) -> pb.DeviceRequest:
+    e = r.exactly
+    return pb.DeviceRequest(
+        name=r.name,
+        exactly=(
+            pb.ExactDeviceRequest(
+                device_class_name=e.device_class_name,
+                selectors=_selectors_to_pb(e.selectors),
+                allocation_mode=e.allocation_mode,
+                count=e.count,
+                admin_access=e.admin_access,
+                tolerations=_tolerations_to_pb(e.tolerations),
+            )
+            if e is not None
+            else None
+        ),
+        first_available=[
+            pb.DeviceSubRequest(
+                name=s.name,
+                device_class_name=s.device_class_name,
+                selectors=_selectors_to_pb(s.selectors),
+                allocation_mode=s.allocation_mode,
+                count=s.count,
+                tolerations=_tolerations_to_pb(s.tolerations),
+            )
+            for s in r.first_available
+        ],
+    )
+
+
+def _allocation_from_pb(a: pb.AllocationResult) -> dra.AllocationResult:
+    return dra.AllocationResult(
+        devices=dra.DeviceAllocationResult(
+            results=[
+                dra.DeviceRequestAllocationResult(
+                    request=r.request,
+                    driver=r.driver,
+                    pool=r.pool,
+                    device=r.device,
+                    admin_access=_opt(r, "admin_access"),
+                    tolerations=_tolerations_from_pb(r.tolerations),
+                )
+                for r in a.devices.results
+            ],
+            config=_each(
+                a.devices.config,
+                lambda c: dra.DeviceAllocationConfiguration(
+                    source=_enum(c.source, _CONFIG_SOURCES, "source") or dra.CONFIG_SOURCE_CLAIM,
+                    requests=list(c.requests),
+                    opaque=_opaque_from_pb(c),
+                ),
+                "devices.config",
+            ),
+        ),
+        node_selector=_node_selector_from_pb(a.node_selector) if a.HasField("node_selector") else None,
+    )
+
+
+def _at_status_allocation(a: pb.AllocationResult) -> dra.AllocationResult:
+    with _at("status.allocation"):
+        return _allocation_from_pb(a)
+
+
+def _allocation_to_pb(a: dra.AllocationResult) -> pb.AllocationResult:
+    return pb.AllocationResult(
+        devices=pb.DeviceAllocationResult(
+            results=[
+                pb.DeviceRequestAllocationResult(
+                    request=r.request,
+                    driver=r.driver,
+                    pool=r.pool,
+                    device=r.device,
+                    admin_access=r.admin_access,
+                    tolerations=_tolerations_to_pb(r.tolerations),
+                )
+                for r in a.devices.results
+            ],
+            config=[
+                pb.DeviceAllocationConfiguration(source=c.source, requests=c.requests, opaque=_opaque_to_pb(c.opaque))
+                for c in a.devices.config
+            ],
+        ),
+        node_selector=_node_selector_to_pb(a.node_selector),
+    )
+
+
+def resource_claim_from_pb(c: pb.ResourceClaim, path: str = "") -> dra.ResourceClaim:
+    """The model's ResourceClaim; InvalidArgument names the field under ``path``."""
+    with _at(path):
+        d = c.spec.devices
+        return dra.ResourceClaim(
+            metadata=_meta_from_pb(c.metadata),
+            spec=dra.ResourceClaimSpec(
+                devices=dra.DeviceClaim(
+                    requests=_each(d.requests, _request_from_pb, "spec.devices.requests"),
+                    constraints=[
+                        dra.DeviceConstraint(
+                            requests=list(k.requests),
+                            match_attribute=_opt(k, "match_attribute"),
+                            distinct_attribute=_opt(k, "distinct_attribute"),
+                        )
+                        for k in d.constraints
+                    ],
+                    config=_each(
+                        d.config,
+                        lambda k: dra.DeviceClaimConfiguration(requests=list(k.requests), opaque=_opaque_from_pb(k)),
+                        "spec.devices.config",
+                    ),
+                )
+            ),
+            status=dra.ResourceClaimStatus(
+                allocation=(_at_status_allocation(c.status.allocation) if c.status.HasField("allocation") else None),
+                reserved_for=[
+                    dra.ResourceClaimConsumerReference(
+                        api_group=r.api_group, resource=r.resource or "pods", name=r.name, uid=r.uid
+                    )
+                    for r in c.status.reserved_for
+                ],
+            ),
+        )
+
+
+def resource_claim_to_pb(c: dra.ResourceClaim) -> pb.ResourceClaim:
+    d = c.spec.devices
+    return pb.ResourceClaim(
+        metadata=_meta_to_pb(c.metadata),
+        spec=pb.ResourceClaimSpec(
+            devices=pb.DeviceClaim(
+                requests=[_request_to_pb(r) for r in d.requests],
+                constraints=[
+                    pb.DeviceConstraint(
+                        requests=k.requests, match_attribute=k.match_attribute, distinct_attribute=k.distinct_attribute
+                    )
+                    for k in d.constraints
+                ],
+                config=[
+                    pb.DeviceClaimConfiguration(requests=k.requests, opaque=_opaque_to_pb(k.opaque)) for k in d.config
+                ],
+            )
+        ),
+        status=pb.ResourceClaimStatus(
+            allocation=_allocation_to_pb(c.status.allocation) if c.status.allocation is not None else None,
+            reserved_for=[
+                pb.ResourceClaimConsumerReference(api_group=r.api_group, resource=r.resource, name=r.name, uid=r.uid)
+                for r in c.status.reserved_for
+            ],
+        ),
+    )
 
 
 # ---------------------------------------------------------------- verbs' results

@@ -204,6 +204,100 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     ) -> cluster_pb2.DeleteResponse:
         return cluster_pb2.DeleteResponse(deleted=self.feed.delete_namespaces(request.names))
 
+    # ------------------------------------------------------------ storage
+
+    async def UpsertPersistentVolumes(
+        self, request: cluster_pb2.UpsertPersistentVolumesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        pvs = [convert.pv_from_pb(v, f"persistent_volumes[{i}]") for i, v in enumerate(request.persistent_volumes)]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_persistent_volumes(pvs))
+
+    async def DeletePersistentVolumes(
+        self, request: cluster_pb2.DeletePersistentVolumesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_persistent_volumes(request.names))
+
+    async def UpsertPersistentVolumeClaims(
+        self, request: cluster_pb2.UpsertPersistentVolumeClaimsRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        claims = [
+            convert.pvc_from_pb(c, f"persistent_volume_claims[{i}]")
+            for i, c in enumerate(request.persistent_volume_claims)
+        ]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_persistent_volume_claims(claims))
+
+    async def DeletePersistentVolumeClaims(
+        self, request: cluster_pb2.DeletePersistentVolumeClaimsRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        keys = [model.pod_key(r.namespace, r.name) for r in request.persistent_volume_claims]
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_persistent_volume_claims(keys))
+
+    async def UpsertStorageClasses(
+        self, request: cluster_pb2.UpsertStorageClassesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        classes = [
+            convert.storage_class_from_pb(c, f"storage_classes[{i}]") for i, c in enumerate(request.storage_classes)
+        ]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_storage_classes(classes))
+
+    async def DeleteStorageClasses(
+        self, request: cluster_pb2.DeleteStorageClassesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_storage_classes(request.names))
+
+    async def UpsertCSINodes(
+        self, request: cluster_pb2.UpsertCSINodesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        objs = [convert.csi_node_from_pb(n, f"csi_nodes[{i}]") for i, n in enumerate(request.csi_nodes)]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_csi_nodes(objs))
+
+    async def DeleteCSINodes(
+        self, request: cluster_pb2.DeleteCSINodesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_csi_nodes(request.names))
+
+    # ------------------------------------------------------------ resource.k8s.io/v1
+
+    async def UpsertDeviceClasses(
+        self, request: cluster_pb2.UpsertDeviceClassesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        classes = [
+            convert.device_class_from_pb(c, f"device_classes[{i}]") for i, c in enumerate(request.device_classes)
+        ]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_device_classes(classes))
+
+    async def DeleteDeviceClasses(
+        self, request: cluster_pb2.DeleteDeviceClassesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_device_classes(request.names))
+
+    async def UpsertResourceSlices(
+        self, request: cluster_pb2.UpsertResourceSlicesRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        slices = [
+            convert.resource_slice_from_pb(s, f"resource_slices[{i}]") for i, s in enumerate(request.resource_slices)
+        ]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_resource_slices(slices))
+
+    async def DeleteResourceSlices(
+        self, request: cluster_pb2.DeleteResourceSlicesRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_resource_slices(request.names))
+
+    async def UpsertResourceClaims(
+        self, request: cluster_pb2.UpsertResourceClaimsRequest, context: Any
+    ) -> cluster_pb2.UpsertResponse:
+        claims = [
+            convert.resource_claim_from_pb(c, f"resource_claims[{i}]") for i, c in enumerate(request.resource_claims)
+        ]
+        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_resource_claims(claims))
+
+    async def DeleteResourceClaims(
+        self, request: cluster_pb2.DeleteResourceClaimsRequest, context: Any
+    ) -> cluster_pb2.DeleteResponse:
+        keys = [model.pod_key(r.namespace, r.name) for r in request.resource_claims]
+        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_resource_claims(keys))
+
     async def ListNodes(self, request: cluster_pb2.ListNodesRequest, context: Any) -> cluster_pb2.ListNodesResponse:
         return convert.node_summaries_to_pb(explain.list_nodes(self.core))
 

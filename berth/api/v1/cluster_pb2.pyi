@@ -167,6 +167,310 @@ class DeleteNamespacesRequest(_message.Message):
 Global___DeleteNamespacesRequest: _TypeAlias = DeleteNamespacesRequest  # noqa: Y015
 
 @_typing.final
+class NamespacedName(_message.Message):
+    """A namespaced object's name (empty namespace: default)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamespacedName: _TypeAlias = NamespacedName  # noqa: Y015
+
+@_typing.final
+class UpsertPersistentVolumesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSISTENT_VOLUMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def persistent_volumes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PersistentVolume]: ...
+    def __init__(
+        self,
+        *,
+        persistent_volumes: _abc.Iterable[_model_pb2.PersistentVolume] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volumes", b"persistent_volumes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertPersistentVolumesRequest: _TypeAlias = UpsertPersistentVolumesRequest  # noqa: Y015
+
+@_typing.final
+class DeletePersistentVolumesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePersistentVolumesRequest: _TypeAlias = DeletePersistentVolumesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertPersistentVolumeClaimsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def persistent_volume_claims(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PersistentVolumeClaim]: ...
+    def __init__(
+        self,
+        *,
+        persistent_volume_claims: _abc.Iterable[_model_pb2.PersistentVolumeClaim] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volume_claims", b"persistent_volume_claims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertPersistentVolumeClaimsRequest: _TypeAlias = UpsertPersistentVolumeClaimsRequest  # noqa: Y015
+
+@_typing.final
+class DeletePersistentVolumeClaimsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def persistent_volume_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___NamespacedName]: ...
+    def __init__(
+        self,
+        *,
+        persistent_volume_claims: _abc.Iterable[Global___NamespacedName] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volume_claims", b"persistent_volume_claims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePersistentVolumeClaimsRequest: _TypeAlias = DeletePersistentVolumeClaimsRequest  # noqa: Y015
+
+@_typing.final
+class UpsertStorageClassesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORAGE_CLASSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def storage_classes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.StorageClass]: ...
+    def __init__(
+        self,
+        *,
+        storage_classes: _abc.Iterable[_model_pb2.StorageClass] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["storage_classes", b"storage_classes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertStorageClassesRequest: _TypeAlias = UpsertStorageClassesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteStorageClassesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteStorageClassesRequest: _TypeAlias = DeleteStorageClassesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertCSINodesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CSI_NODES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def csi_nodes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.CSINode]: ...
+    def __init__(
+        self,
+        *,
+        csi_nodes: _abc.Iterable[_model_pb2.CSINode] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_nodes", b"csi_nodes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertCSINodesRequest: _TypeAlias = UpsertCSINodesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteCSINodesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteCSINodesRequest: _TypeAlias = DeleteCSINodesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertDeviceClassesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_CLASSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def device_classes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.DeviceClass]: ...
+    def __init__(
+        self,
+        *,
+        device_classes: _abc.Iterable[_model_pb2.DeviceClass] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_classes", b"device_classes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertDeviceClassesRequest: _TypeAlias = UpsertDeviceClassesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteDeviceClassesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteDeviceClassesRequest: _TypeAlias = DeleteDeviceClassesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertResourceSlicesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_SLICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resource_slices(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ResourceSlice]: ...
+    def __init__(
+        self,
+        *,
+        resource_slices: _abc.Iterable[_model_pb2.ResourceSlice] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_slices", b"resource_slices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertResourceSlicesRequest: _TypeAlias = UpsertResourceSlicesRequest  # noqa: Y015
+
+@_typing.final
+class DeleteResourceSlicesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteResourceSlicesRequest: _TypeAlias = DeleteResourceSlicesRequest  # noqa: Y015
+
+@_typing.final
+class UpsertResourceClaimsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ResourceClaim]: ...
+    def __init__(
+        self,
+        *,
+        resource_claims: _abc.Iterable[_model_pb2.ResourceClaim] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_claims", b"resource_claims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpsertResourceClaimsRequest: _TypeAlias = UpsertResourceClaimsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteResourceClaimsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___NamespacedName]: ...
+    def __init__(
+        self,
+        *,
+        resource_claims: _abc.Iterable[Global___NamespacedName] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_claims", b"resource_claims"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteResourceClaimsRequest: _TypeAlias = DeleteResourceClaimsRequest  # noqa: Y015
+
+@_typing.final
 class UpsertResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

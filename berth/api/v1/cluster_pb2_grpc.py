@@ -74,6 +74,76 @@ class ClusterStub:
                 request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.UpsertPersistentVolumes = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertPersistentVolumes',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeletePersistentVolumes = channel.unary_unary(
+                '/berth.v1.Cluster/DeletePersistentVolumes',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertPersistentVolumeClaims = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertPersistentVolumeClaims',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumeClaimsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeletePersistentVolumeClaims = channel.unary_unary(
+                '/berth.v1.Cluster/DeletePersistentVolumeClaims',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumeClaimsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertStorageClasses = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertStorageClasses',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertStorageClassesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteStorageClasses = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteStorageClasses',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteStorageClassesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertCSINodes = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertCSINodes',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertCSINodesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteCSINodes = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteCSINodes',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteCSINodesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertDeviceClasses = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertDeviceClasses',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertDeviceClassesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteDeviceClasses = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteDeviceClasses',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteDeviceClassesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertResourceSlices = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertResourceSlices',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResourceSlicesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteResourceSlices = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteResourceSlices',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResourceSlicesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.UpsertResourceClaims = channel.unary_unary(
+                '/berth.v1.Cluster/UpsertResourceClaims',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResourceClaimsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+                _registered_method=True)
+        self.DeleteResourceClaims = channel.unary_unary(
+                '/berth.v1.Cluster/DeleteResourceClaims',
+                request_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResourceClaimsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/berth.v1.Cluster/ListNodes',
                 request_serializer=berth_dot_v1_dot_cluster__pb2.ListNodesRequest.SerializeToString,
@@ -139,6 +209,99 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpsertPersistentVolumes(self, request, context):
+        """Storage: the embedded cluster plays the PV controller (it binds a claim
+        whose class binds Immediately to a matching Available PV, and a PV whose
+        claim_ref names a claim to it); WaitForFirstConsumer claims wait for the
+        scheduler. Claims are deleted by namespace and name (empty: default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePersistentVolumes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertPersistentVolumeClaims(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePersistentVolumeClaims(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertStorageClasses(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteStorageClasses(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertCSINodes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCSINodes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertDeviceClasses(self, request, context):
+        """Dynamic Resource Allocation (resource.k8s.io/v1): batch systems without
+        Kubernetes schedule devices the same way. Pods reference claims in
+        spec.resource_claims; the scheduler allocates and reserves them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteDeviceClasses(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertResourceSlices(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteResourceSlices(self, request, context):
+        """Claims allocated from a deleted slice's devices keep their allocations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertResourceClaims(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteResourceClaims(self, request, context):
+        """An allocated claim's devices are freed at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -186,6 +349,76 @@ def add_ClusterServicer_to_server(servicer, server):
             'DeleteNamespaces': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteNamespaces,
                     request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertPersistentVolumes': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertPersistentVolumes,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeletePersistentVolumes': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePersistentVolumes,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertPersistentVolumeClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertPersistentVolumeClaims,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumeClaimsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeletePersistentVolumeClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePersistentVolumeClaims,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumeClaimsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertStorageClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertStorageClasses,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertStorageClassesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteStorageClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteStorageClasses,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteStorageClassesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertCSINodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertCSINodes,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertCSINodesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteCSINodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCSINodes,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteCSINodesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertDeviceClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertDeviceClasses,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertDeviceClassesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteDeviceClasses': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDeviceClasses,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteDeviceClassesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertResourceSlices': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertResourceSlices,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResourceSlicesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteResourceSlices': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteResourceSlices,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResourceSlicesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
+            ),
+            'UpsertResourceClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertResourceClaims,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.UpsertResourceClaimsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_cluster__pb2.UpsertResponse.SerializeToString,
+            ),
+            'DeleteResourceClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteResourceClaims,
+                    request_deserializer=berth_dot_v1_dot_cluster__pb2.DeleteResourceClaimsRequest.FromString,
                     response_serializer=berth_dot_v1_dot_cluster__pb2.DeleteResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
@@ -409,6 +642,384 @@ class Cluster:
             target,
             '/berth.v1.Cluster/DeleteNamespaces',
             berth_dot_v1_dot_cluster__pb2.DeleteNamespacesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertPersistentVolumes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertPersistentVolumes',
+            berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePersistentVolumes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeletePersistentVolumes',
+            berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertPersistentVolumeClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertPersistentVolumeClaims',
+            berth_dot_v1_dot_cluster__pb2.UpsertPersistentVolumeClaimsRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePersistentVolumeClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeletePersistentVolumeClaims',
+            berth_dot_v1_dot_cluster__pb2.DeletePersistentVolumeClaimsRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertStorageClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertStorageClasses',
+            berth_dot_v1_dot_cluster__pb2.UpsertStorageClassesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteStorageClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteStorageClasses',
+            berth_dot_v1_dot_cluster__pb2.DeleteStorageClassesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertCSINodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertCSINodes',
+            berth_dot_v1_dot_cluster__pb2.UpsertCSINodesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCSINodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteCSINodes',
+            berth_dot_v1_dot_cluster__pb2.DeleteCSINodesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertDeviceClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertDeviceClasses',
+            berth_dot_v1_dot_cluster__pb2.UpsertDeviceClassesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDeviceClasses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteDeviceClasses',
+            berth_dot_v1_dot_cluster__pb2.DeleteDeviceClassesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertResourceSlices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertResourceSlices',
+            berth_dot_v1_dot_cluster__pb2.UpsertResourceSlicesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteResourceSlices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteResourceSlices',
+            berth_dot_v1_dot_cluster__pb2.DeleteResourceSlicesRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertResourceClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/UpsertResourceClaims',
+            berth_dot_v1_dot_cluster__pb2.UpsertResourceClaimsRequest.SerializeToString,
+            berth_dot_v1_dot_cluster__pb2.UpsertResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteResourceClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Cluster/DeleteResourceClaims',
+            berth_dot_v1_dot_cluster__pb2.DeleteResourceClaimsRequest.SerializeToString,
             berth_dot_v1_dot_cluster__pb2.DeleteResponse.FromString,
             options,
             channel_credentials,

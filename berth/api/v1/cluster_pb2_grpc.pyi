@@ -53,6 +53,31 @@ class ClusterStub:
     """
     DeleteNamespaces: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteNamespacesRequest, _cluster_pb2.DeleteResponse]
     """Unknown names are skipped; pods of a deleted namespace stay."""
+    UpsertPersistentVolumes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPersistentVolumesRequest, _cluster_pb2.UpsertResponse]
+    """Storage: the embedded cluster plays the PV controller (it binds a claim
+    whose class binds Immediately to a matching Available PV, and a PV whose
+    claim_ref names a claim to it); WaitForFirstConsumer claims wait for the
+    scheduler. Claims are deleted by namespace and name (empty: default).
+    """
+    DeletePersistentVolumes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeletePersistentVolumesRequest, _cluster_pb2.DeleteResponse]
+    UpsertPersistentVolumeClaims: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPersistentVolumeClaimsRequest, _cluster_pb2.UpsertResponse]
+    DeletePersistentVolumeClaims: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeletePersistentVolumeClaimsRequest, _cluster_pb2.DeleteResponse]
+    UpsertStorageClasses: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertStorageClassesRequest, _cluster_pb2.UpsertResponse]
+    DeleteStorageClasses: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteStorageClassesRequest, _cluster_pb2.DeleteResponse]
+    UpsertCSINodes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertCSINodesRequest, _cluster_pb2.UpsertResponse]
+    DeleteCSINodes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteCSINodesRequest, _cluster_pb2.DeleteResponse]
+    UpsertDeviceClasses: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertDeviceClassesRequest, _cluster_pb2.UpsertResponse]
+    """Dynamic Resource Allocation (resource.k8s.io/v1): batch systems without
+    Kubernetes schedule devices the same way. Pods reference claims in
+    spec.resource_claims; the scheduler allocates and reserves them.
+    """
+    DeleteDeviceClasses: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteDeviceClassesRequest, _cluster_pb2.DeleteResponse]
+    UpsertResourceSlices: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertResourceSlicesRequest, _cluster_pb2.UpsertResponse]
+    DeleteResourceSlices: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteResourceSlicesRequest, _cluster_pb2.DeleteResponse]
+    """Claims allocated from a deleted slice's devices keep their allocations."""
+    UpsertResourceClaims: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.UpsertResourceClaimsRequest, _cluster_pb2.UpsertResponse]
+    DeleteResourceClaims: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.DeleteResourceClaimsRequest, _cluster_pb2.DeleteResponse]
+    """An allocated claim's devices are freed at once."""
     ListNodes: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.ListNodesRequest, _cluster_pb2.ListNodesResponse]
 
 @_typing.type_check_only
@@ -75,6 +100,31 @@ class ClusterAsyncStub(ClusterStub):
     """
     DeleteNamespaces: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteNamespacesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
     """Unknown names are skipped; pods of a deleted namespace stay."""
+    UpsertPersistentVolumes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPersistentVolumesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    """Storage: the embedded cluster plays the PV controller (it binds a claim
+    whose class binds Immediately to a matching Available PV, and a PV whose
+    claim_ref names a claim to it); WaitForFirstConsumer claims wait for the
+    scheduler. Claims are deleted by namespace and name (empty: default).
+    """
+    DeletePersistentVolumes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeletePersistentVolumesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    UpsertPersistentVolumeClaims: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertPersistentVolumeClaimsRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    DeletePersistentVolumeClaims: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeletePersistentVolumeClaimsRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    UpsertStorageClasses: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertStorageClassesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    DeleteStorageClasses: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteStorageClassesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    UpsertCSINodes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertCSINodesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    DeleteCSINodes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteCSINodesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    UpsertDeviceClasses: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertDeviceClassesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    """Dynamic Resource Allocation (resource.k8s.io/v1): batch systems without
+    Kubernetes schedule devices the same way. Pods reference claims in
+    spec.resource_claims; the scheduler allocates and reserves them.
+    """
+    DeleteDeviceClasses: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteDeviceClassesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    UpsertResourceSlices: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertResourceSlicesRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    DeleteResourceSlices: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteResourceSlicesRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    """Claims allocated from a deleted slice's devices keep their allocations."""
+    UpsertResourceClaims: _aio.UnaryUnaryMultiCallable[_cluster_pb2.UpsertResourceClaimsRequest, _cluster_pb2.UpsertResponse]  # type: ignore[assignment]
+    DeleteResourceClaims: _aio.UnaryUnaryMultiCallable[_cluster_pb2.DeleteResourceClaimsRequest, _cluster_pb2.DeleteResponse]  # type: ignore[assignment]
+    """An allocated claim's devices are freed at once."""
     ListNodes: _aio.UnaryUnaryMultiCallable[_cluster_pb2.ListNodesRequest, _cluster_pb2.ListNodesResponse]  # type: ignore[assignment]
 
 class ClusterServicer(metaclass=_abc_1.ABCMeta):
@@ -142,6 +192,115 @@ class ClusterServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]:
         """Unknown names are skipped; pods of a deleted namespace stay."""
+
+    @_abc_1.abstractmethod
+    def UpsertPersistentVolumes(
+        self,
+        request: _cluster_pb2.UpsertPersistentVolumesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]:
+        """Storage: the embedded cluster plays the PV controller (it binds a claim
+        whose class binds Immediately to a matching Available PV, and a PV whose
+        claim_ref names a claim to it); WaitForFirstConsumer claims wait for the
+        scheduler. Claims are deleted by namespace and name (empty: default).
+        """
+
+    @_abc_1.abstractmethod
+    def DeletePersistentVolumes(
+        self,
+        request: _cluster_pb2.DeletePersistentVolumesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertPersistentVolumeClaims(
+        self,
+        request: _cluster_pb2.UpsertPersistentVolumeClaimsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeletePersistentVolumeClaims(
+        self,
+        request: _cluster_pb2.DeletePersistentVolumeClaimsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertStorageClasses(
+        self,
+        request: _cluster_pb2.UpsertStorageClassesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteStorageClasses(
+        self,
+        request: _cluster_pb2.DeleteStorageClassesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertCSINodes(
+        self,
+        request: _cluster_pb2.UpsertCSINodesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteCSINodes(
+        self,
+        request: _cluster_pb2.DeleteCSINodesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertDeviceClasses(
+        self,
+        request: _cluster_pb2.UpsertDeviceClassesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]:
+        """Dynamic Resource Allocation (resource.k8s.io/v1): batch systems without
+        Kubernetes schedule devices the same way. Pods reference claims in
+        spec.resource_claims; the scheduler allocates and reserves them.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteDeviceClasses(
+        self,
+        request: _cluster_pb2.DeleteDeviceClassesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpsertResourceSlices(
+        self,
+        request: _cluster_pb2.UpsertResourceSlicesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteResourceSlices(
+        self,
+        request: _cluster_pb2.DeleteResourceSlicesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]:
+        """Claims allocated from a deleted slice's devices keep their allocations."""
+
+    @_abc_1.abstractmethod
+    def UpsertResourceClaims(
+        self,
+        request: _cluster_pb2.UpsertResourceClaimsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.UpsertResponse, _abc.Awaitable[_cluster_pb2.UpsertResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteResourceClaims(
+        self,
+        request: _cluster_pb2.DeleteResourceClaimsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.DeleteResponse, _abc.Awaitable[_cluster_pb2.DeleteResponse]]:
+        """An allocated claim's devices are freed at once."""
 
     @_abc_1.abstractmethod
     def ListNodes(

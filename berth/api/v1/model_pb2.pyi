@@ -79,6 +79,7 @@ class ObjectMeta(_message.Message):
     CREATION_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
     DELETING_FIELD_NUMBER: _builtins.int
     OWNER_REFERENCES_FIELD_NUMBER: _builtins.int
+    FINALIZERS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     uid: _builtins.str
@@ -93,6 +94,10 @@ class ObjectMeta(_message.Message):
     def annotations(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def owner_references(self) -> _containers.RepeatedCompositeFieldContainer[Global___OwnerReference]: ...
+    @_builtins.property
+    def finalizers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Read and written for ResourceClaims (resource.kubernetes.io/delete-protection)."""
+
     def __init__(
         self,
         *,
@@ -105,10 +110,11 @@ class ObjectMeta(_message.Message):
         creation_timestamp_ms: _builtins.int = ...,
         deleting: _builtins.bool = ...,
         owner_references: _abc.Iterable[Global___OwnerReference] | None = ...,
+        finalizers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp_ms", b"creation_timestamp_ms", "deleting", b"deleting", "labels", b"labels", "name", b"name", "namespace", b"namespace", "owner_references", b"owner_references", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp_ms", b"creation_timestamp_ms", "deleting", b"deleting", "finalizers", b"finalizers", "labels", b"labels", "name", b"name", "namespace", b"namespace", "owner_references", b"owner_references", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -617,6 +623,7 @@ class Container(_message.Message):
     LIMITS_FIELD_NUMBER: _builtins.int
     PORTS_FIELD_NUMBER: _builtins.int
     RESTART_POLICY_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     image: _builtins.str
     restart_policy: _builtins.str
@@ -629,6 +636,12 @@ class Container(_message.Message):
     def limits(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
     def ports(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContainerPort]: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContainerResourceClaim]:
+        """resources.claims: the pod's resource claims (by their name in
+        spec.resource_claims) this container uses.
+        """
+
     def __init__(
         self,
         *,
@@ -638,14 +651,352 @@ class Container(_message.Message):
         limits: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         ports: _abc.Iterable[Global___ContainerPort] | None = ...,
         restart_policy: _builtins.str = ...,
+        claims: _abc.Iterable[Global___ContainerResourceClaim] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["image", b"image", "limits", b"limits", "name", b"name", "ports", b"ports", "requests", b"requests", "restart_policy", b"restart_policy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claims", b"claims", "image", b"image", "limits", b"limits", "name", b"name", "ports", b"ports", "requests", b"requests", "restart_policy", b"restart_policy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Container: _TypeAlias = Container  # noqa: Y015
+
+@_typing.final
+class ContainerResourceClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    request: _builtins.str
+    """One request of the claim; empty: all of them."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        request: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContainerResourceClaim: _TypeAlias = ContainerResourceClaim  # noqa: Y015
+
+@_typing.final
+class PodResourceClaim(_message.Message):
+    """A pod's reference to a DRA ResourceClaim: by name, or a template from which
+    one is generated (exactly one of the two).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_TEMPLATE_NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_claim_name: _builtins.str
+    resource_claim_template_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_claim_name: _builtins.str = ...,
+        resource_claim_template_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "resource_claim_name", b"resource_claim_name", "resource_claim_template_name", b"resource_claim_template_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodResourceClaim: _TypeAlias = PodResourceClaim  # noqa: Y015
+
+@_typing.final
+class PodResourceClaimStatus(_message.Message):
+    """The claim generated for a templated spec.resource_claims entry (empty: none needed)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_claim_name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_claim_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "resource_claim_name", b"resource_claim_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodResourceClaimStatus: _TypeAlias = PodResourceClaimStatus  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaimVolumeSource(_message.Message):
+    """---------------------------------------------------------------- volumes
+    The volume sources the volume plugins read: claims (persistent_volume_claim,
+    ephemeral) and the in-tree disks VolumeRestrictions and NodeVolumeLimits look
+    at. A Volume with no source set is any other kind (emptyDir, configMap, ...).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    claim_name: _builtins.str
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        claim_name: _builtins.str = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "read_only", b"read_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeClaimVolumeSource: _TypeAlias = PersistentVolumeClaimVolumeSource  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaimTemplate(_message.Message):
+    """The claim the ephemeral volume controller creates as <pod name>-<volume name>."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___PersistentVolumeClaimSpec: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___PersistentVolumeClaimSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeClaimTemplate: _TypeAlias = PersistentVolumeClaimTemplate  # noqa: Y015
+
+@_typing.final
+class EphemeralVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOLUME_CLAIM_TEMPLATE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def volume_claim_template(self) -> Global___PersistentVolumeClaimTemplate: ...
+    def __init__(
+        self,
+        *,
+        volume_claim_template: Global___PersistentVolumeClaimTemplate | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["volume_claim_template", b"volume_claim_template"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["volume_claim_template", b"volume_claim_template"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EphemeralVolumeSource: _TypeAlias = EphemeralVolumeSource  # noqa: Y015
+
+@_typing.final
+class GCEPersistentDiskVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PD_NAME_FIELD_NUMBER: _builtins.int
+    FS_TYPE_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    pd_name: _builtins.str
+    fs_type: _builtins.str
+    partition: _builtins.int
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        pd_name: _builtins.str = ...,
+        fs_type: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fs_type", b"fs_type", "partition", b"partition", "pd_name", b"pd_name", "read_only", b"read_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GCEPersistentDiskVolumeSource: _TypeAlias = GCEPersistentDiskVolumeSource  # noqa: Y015
+
+@_typing.final
+class AWSElasticBlockStoreVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOLUME_ID_FIELD_NUMBER: _builtins.int
+    FS_TYPE_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    volume_id: _builtins.str
+    fs_type: _builtins.str
+    partition: _builtins.int
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        volume_id: _builtins.str = ...,
+        fs_type: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fs_type", b"fs_type", "partition", b"partition", "read_only", b"read_only", "volume_id", b"volume_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AWSElasticBlockStoreVolumeSource: _TypeAlias = AWSElasticBlockStoreVolumeSource  # noqa: Y015
+
+@_typing.final
+class RBDVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MONITORS_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    image: _builtins.str
+    pool: _builtins.str
+    """Empty means "rbd" (the API server's default)."""
+    read_only: _builtins.bool
+    @_builtins.property
+    def monitors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        monitors: _abc.Iterable[_builtins.str] | None = ...,
+        image: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["image", b"image", "monitors", b"monitors", "pool", b"pool", "read_only", b"read_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RBDVolumeSource: _TypeAlias = RBDVolumeSource  # noqa: Y015
+
+@_typing.final
+class ISCSIVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_PORTAL_FIELD_NUMBER: _builtins.int
+    IQN_FIELD_NUMBER: _builtins.int
+    LUN_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    target_portal: _builtins.str
+    iqn: _builtins.str
+    lun: _builtins.int
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        target_portal: _builtins.str = ...,
+        iqn: _builtins.str = ...,
+        lun: _builtins.int = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["iqn", b"iqn", "lun", b"lun", "read_only", b"read_only", "target_portal", b"target_portal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ISCSIVolumeSource: _TypeAlias = ISCSIVolumeSource  # noqa: Y015
+
+@_typing.final
+class CSIVolumeSource(_message.Message):
+    """An inline (ephemeral) CSI volume."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["driver", b"driver", "read_only", b"read_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSIVolumeSource: _TypeAlias = CSIVolumeSource  # noqa: Y015
+
+@_typing.final
+class Volume(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PERSISTENT_VOLUME_CLAIM_FIELD_NUMBER: _builtins.int
+    EPHEMERAL_FIELD_NUMBER: _builtins.int
+    GCE_PERSISTENT_DISK_FIELD_NUMBER: _builtins.int
+    AWS_ELASTIC_BLOCK_STORE_FIELD_NUMBER: _builtins.int
+    RBD_FIELD_NUMBER: _builtins.int
+    ISCSI_FIELD_NUMBER: _builtins.int
+    CSI_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def persistent_volume_claim(self) -> Global___PersistentVolumeClaimVolumeSource: ...
+    @_builtins.property
+    def ephemeral(self) -> Global___EphemeralVolumeSource: ...
+    @_builtins.property
+    def gce_persistent_disk(self) -> Global___GCEPersistentDiskVolumeSource: ...
+    @_builtins.property
+    def aws_elastic_block_store(self) -> Global___AWSElasticBlockStoreVolumeSource: ...
+    @_builtins.property
+    def rbd(self) -> Global___RBDVolumeSource: ...
+    @_builtins.property
+    def iscsi(self) -> Global___ISCSIVolumeSource: ...
+    @_builtins.property
+    def csi(self) -> Global___CSIVolumeSource: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        persistent_volume_claim: Global___PersistentVolumeClaimVolumeSource | None = ...,
+        ephemeral: Global___EphemeralVolumeSource | None = ...,
+        gce_persistent_disk: Global___GCEPersistentDiskVolumeSource | None = ...,
+        aws_elastic_block_store: Global___AWSElasticBlockStoreVolumeSource | None = ...,
+        rbd: Global___RBDVolumeSource | None = ...,
+        iscsi: Global___ISCSIVolumeSource | None = ...,
+        csi: Global___CSIVolumeSource | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["aws_elastic_block_store", b"aws_elastic_block_store", "csi", b"csi", "ephemeral", b"ephemeral", "gce_persistent_disk", b"gce_persistent_disk", "iscsi", b"iscsi", "persistent_volume_claim", b"persistent_volume_claim", "rbd", b"rbd", "source", b"source"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aws_elastic_block_store", b"aws_elastic_block_store", "csi", b"csi", "ephemeral", b"ephemeral", "gce_persistent_disk", b"gce_persistent_disk", "iscsi", b"iscsi", "name", b"name", "persistent_volume_claim", b"persistent_volume_claim", "rbd", b"rbd", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_source: _TypeAlias = _typing.Literal["persistent_volume_claim", "ephemeral", "gce_persistent_disk", "aws_elastic_block_store", "rbd", "iscsi", "csi"]  # noqa: Y015
+    _WhichOneofArgType_source: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_source) -> _WhichOneofReturnType_source | None: ...
+
+Global___Volume: _TypeAlias = Volume  # noqa: Y015
 
 @_typing.final
 class SchedulingGate(_message.Message):
@@ -745,6 +1096,8 @@ class PodSpec(_message.Message):
     SCHEDULING_GATES_FIELD_NUMBER: _builtins.int
     HOST_NETWORK_FIELD_NUMBER: _builtins.int
     RESOURCES_REQUESTS_FIELD_NUMBER: _builtins.int
+    VOLUMES_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
     node_name: _builtins.str
     scheduler_name: _builtins.str
     priority: _builtins.int
@@ -772,6 +1125,12 @@ class PodSpec(_message.Message):
     def resources_requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Pod-level resources (KEP-2837) when set."""
 
+    @_builtins.property
+    def volumes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Volume]: ...
+    @_builtins.property
+    def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodResourceClaim]:
+        """DRA: the ResourceClaims the pod's containers use."""
+
     def __init__(
         self,
         *,
@@ -790,10 +1149,12 @@ class PodSpec(_message.Message):
         scheduling_gates: _abc.Iterable[Global___SchedulingGate] | None = ...,
         host_network: _builtins.bool = ...,
         resources_requests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        volumes: _abc.Iterable[Global___Volume] | None = ...,
+        resource_claims: _abc.Iterable[Global___PodResourceClaim] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "preemption_policy", b"preemption_policy", "priority", b"priority", "priority_class_name", b"priority_class_name", "resources_requests", b"resources_requests", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "containers", b"containers", "host_network", b"host_network", "init_containers", b"init_containers", "node_name", b"node_name", "node_selector", b"node_selector", "overhead", b"overhead", "preemption_policy", b"preemption_policy", "priority", b"priority", "priority_class_name", b"priority_class_name", "resource_claims", b"resource_claims", "resources_requests", b"resources_requests", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -805,18 +1166,22 @@ class PodStatus(_message.Message):
 
     PHASE_FIELD_NUMBER: _builtins.int
     NOMINATED_NODE_NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_STATUSES_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """Pending, Running, Succeeded, Failed, Unknown."""
     nominated_node_name: _builtins.str
+    @_builtins.property
+    def resource_claim_statuses(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodResourceClaimStatus]: ...
     def __init__(
         self,
         *,
         phase: _builtins.str = ...,
         nominated_node_name: _builtins.str = ...,
+        resource_claim_statuses: _abc.Iterable[Global___PodResourceClaimStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nominated_node_name", b"nominated_node_name", "phase", b"phase"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nominated_node_name", b"nominated_node_name", "phase", b"phase", "resource_claim_statuses", b"resource_claim_statuses"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1107,3 +1472,1656 @@ class PodDisruptionBudget(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PodDisruptionBudget: _TypeAlias = PodDisruptionBudget  # noqa: Y015
+
+@_typing.final
+class ObjectReference(_message.Message):
+    """---------------------------------------------------------------- storage
+    core/v1 PersistentVolume and PersistentVolumeClaim, storage.k8s.io/v1
+    StorageClass and CSINode: what the volume plugins (VolumeBinding,
+    VolumeZone, VolumeRestrictions, NodeVolumeLimits) read. Enumerations
+    (access modes, volume modes, binding modes) are Kubernetes' strings; the
+    feed refuses unknown ones as the API server does.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    api_version: _builtins.str
+    resource_version: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        api_version: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "kind", b"kind", "name", b"name", "namespace", b"namespace", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ObjectReference: _TypeAlias = ObjectReference  # noqa: Y015
+
+@_typing.final
+class VolumeNodeAffinity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required(self) -> Global___NodeSelector: ...
+    def __init__(
+        self,
+        *,
+        required: Global___NodeSelector | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["required", b"required"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["required", b"required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeNodeAffinity: _TypeAlias = VolumeNodeAffinity  # noqa: Y015
+
+@_typing.final
+class CSIPersistentVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    VOLUME_HANDLE_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    volume_handle: _builtins.str
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        volume_handle: _builtins.str = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["driver", b"driver", "read_only", b"read_only", "volume_handle", b"volume_handle"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSIPersistentVolumeSource: _TypeAlias = CSIPersistentVolumeSource  # noqa: Y015
+
+@_typing.final
+class LocalVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LocalVolumeSource: _TypeAlias = LocalVolumeSource  # noqa: Y015
+
+@_typing.final
+class HostPathVolumeSource(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostPathVolumeSource: _TypeAlias = HostPathVolumeSource  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    CLAIM_REF_FIELD_NUMBER: _builtins.int
+    PERSISTENT_VOLUME_RECLAIM_POLICY_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    VOLUME_MODE_FIELD_NUMBER: _builtins.int
+    NODE_AFFINITY_FIELD_NUMBER: _builtins.int
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    CSI_FIELD_NUMBER: _builtins.int
+    GCE_PERSISTENT_DISK_FIELD_NUMBER: _builtins.int
+    AWS_ELASTIC_BLOCK_STORE_FIELD_NUMBER: _builtins.int
+    LOCAL_FIELD_NUMBER: _builtins.int
+    HOST_PATH_FIELD_NUMBER: _builtins.int
+    persistent_volume_reclaim_policy: _builtins.str
+    storage_class_name: _builtins.str
+    volume_mode: _builtins.str
+    """Filesystem or Block; empty means Filesystem."""
+    volume_attributes_class_name: _builtins.str
+    @_builtins.property
+    def capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Canonical amounts (storage in bytes)."""
+
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod."""
+
+    @_builtins.property
+    def claim_ref(self) -> Global___ObjectReference: ...
+    @_builtins.property
+    def node_affinity(self) -> Global___VolumeNodeAffinity: ...
+    @_builtins.property
+    def csi(self) -> Global___CSIPersistentVolumeSource: ...
+    @_builtins.property
+    def gce_persistent_disk(self) -> Global___GCEPersistentDiskVolumeSource: ...
+    @_builtins.property
+    def aws_elastic_block_store(self) -> Global___AWSElasticBlockStoreVolumeSource: ...
+    @_builtins.property
+    def local(self) -> Global___LocalVolumeSource: ...
+    @_builtins.property
+    def host_path(self) -> Global___HostPathVolumeSource: ...
+    def __init__(
+        self,
+        *,
+        capacity: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        claim_ref: Global___ObjectReference | None = ...,
+        persistent_volume_reclaim_policy: _builtins.str = ...,
+        storage_class_name: _builtins.str = ...,
+        volume_mode: _builtins.str = ...,
+        node_affinity: Global___VolumeNodeAffinity | None = ...,
+        volume_attributes_class_name: _builtins.str | None = ...,
+        csi: Global___CSIPersistentVolumeSource | None = ...,
+        gce_persistent_disk: Global___GCEPersistentDiskVolumeSource | None = ...,
+        aws_elastic_block_store: Global___AWSElasticBlockStoreVolumeSource | None = ...,
+        local: Global___LocalVolumeSource | None = ...,
+        host_path: Global___HostPathVolumeSource | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_volume_attributes_class_name", b"_volume_attributes_class_name", "aws_elastic_block_store", b"aws_elastic_block_store", "claim_ref", b"claim_ref", "csi", b"csi", "gce_persistent_disk", b"gce_persistent_disk", "host_path", b"host_path", "local", b"local", "node_affinity", b"node_affinity", "source", b"source", "volume_attributes_class_name", b"volume_attributes_class_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_volume_attributes_class_name", b"_volume_attributes_class_name", "access_modes", b"access_modes", "aws_elastic_block_store", b"aws_elastic_block_store", "capacity", b"capacity", "claim_ref", b"claim_ref", "csi", b"csi", "gce_persistent_disk", b"gce_persistent_disk", "host_path", b"host_path", "local", b"local", "node_affinity", b"node_affinity", "persistent_volume_reclaim_policy", b"persistent_volume_reclaim_policy", "source", b"source", "storage_class_name", b"storage_class_name", "volume_attributes_class_name", b"volume_attributes_class_name", "volume_mode", b"volume_mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__volume_attributes_class_name: _TypeAlias = _typing.Literal["volume_attributes_class_name"]  # noqa: Y015
+    _WhichOneofArgType__volume_attributes_class_name: _TypeAlias = _typing.Literal["_volume_attributes_class_name", b"_volume_attributes_class_name"]  # noqa: Y015
+    _WhichOneofReturnType_source: _TypeAlias = _typing.Literal["csi", "gce_persistent_disk", "aws_elastic_block_store", "local", "host_path"]  # noqa: Y015
+    _WhichOneofArgType_source: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__volume_attributes_class_name) -> _WhichOneofReturnType__volume_attributes_class_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_source) -> _WhichOneofReturnType_source | None: ...
+
+Global___PersistentVolumeSpec: _TypeAlias = PersistentVolumeSpec  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    phase: _builtins.str
+    """Pending, Available, Bound, Released, Failed. The embedded cluster plays
+    the PV controller: on upsert it keeps its own phase.
+    """
+    def __init__(
+        self,
+        *,
+        phase: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["phase", b"phase"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeStatus: _TypeAlias = PersistentVolumeStatus  # noqa: Y015
+
+@_typing.final
+class PersistentVolume(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___PersistentVolumeSpec: ...
+    @_builtins.property
+    def status(self) -> Global___PersistentVolumeStatus: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___PersistentVolumeSpec | None = ...,
+        status: Global___PersistentVolumeStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolume: _TypeAlias = PersistentVolume  # noqa: Y015
+
+@_typing.final
+class VolumeResourceRequirements(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class RequestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class LimitsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    @_builtins.property
+    def limits(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        limits: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeResourceRequirements: _TypeAlias = VolumeResourceRequirements  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaimSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    SELECTOR_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    VOLUME_NAME_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    VOLUME_MODE_FIELD_NUMBER: _builtins.int
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    volume_name: _builtins.str
+    storage_class_name: _builtins.str
+    """Unset: no class asked for; "" asks for a volume with no class."""
+    volume_mode: _builtins.str
+    volume_attributes_class_name: _builtins.str
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def selector(self) -> Global___LabelSelector: ...
+    @_builtins.property
+    def resources(self) -> Global___VolumeResourceRequirements: ...
+    def __init__(
+        self,
+        *,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        selector: Global___LabelSelector | None = ...,
+        resources: Global___VolumeResourceRequirements | None = ...,
+        volume_name: _builtins.str = ...,
+        storage_class_name: _builtins.str | None = ...,
+        volume_mode: _builtins.str = ...,
+        volume_attributes_class_name: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name", "_volume_attributes_class_name", b"_volume_attributes_class_name", "resources", b"resources", "selector", b"selector", "storage_class_name", b"storage_class_name", "volume_attributes_class_name", b"volume_attributes_class_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name", "_volume_attributes_class_name", b"_volume_attributes_class_name", "access_modes", b"access_modes", "resources", b"resources", "selector", b"selector", "storage_class_name", b"storage_class_name", "volume_attributes_class_name", b"volume_attributes_class_name", "volume_mode", b"volume_mode", "volume_name", b"volume_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__storage_class_name: _TypeAlias = _typing.Literal["storage_class_name"]  # noqa: Y015
+    _WhichOneofArgType__storage_class_name: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name"]  # noqa: Y015
+    _WhichOneofReturnType__volume_attributes_class_name: _TypeAlias = _typing.Literal["volume_attributes_class_name"]  # noqa: Y015
+    _WhichOneofArgType__volume_attributes_class_name: _TypeAlias = _typing.Literal["_volume_attributes_class_name", b"_volume_attributes_class_name"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__storage_class_name) -> _WhichOneofReturnType__storage_class_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__volume_attributes_class_name) -> _WhichOneofReturnType__volume_attributes_class_name | None: ...
+
+Global___PersistentVolumeClaimSpec: _TypeAlias = PersistentVolumeClaimSpec  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaimStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    phase: _builtins.str
+    """Pending, Bound, Lost."""
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        phase: _builtins.str = ...,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        capacity: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_modes", b"access_modes", "capacity", b"capacity", "phase", b"phase"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeClaimStatus: _TypeAlias = PersistentVolumeClaimStatus  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___PersistentVolumeClaimSpec: ...
+    @_builtins.property
+    def status(self) -> Global___PersistentVolumeClaimStatus: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___PersistentVolumeClaimSpec | None = ...,
+        status: Global___PersistentVolumeClaimStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeClaim: _TypeAlias = PersistentVolumeClaim  # noqa: Y015
+
+@_typing.final
+class TopologySelectorLabelRequirement(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologySelectorLabelRequirement: _TypeAlias = TopologySelectorLabelRequirement  # noqa: Y015
+
+@_typing.final
+class TopologySelectorTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_LABEL_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_label_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySelectorLabelRequirement]: ...
+    def __init__(
+        self,
+        *,
+        match_label_expressions: _abc.Iterable[Global___TopologySelectorLabelRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_label_expressions", b"match_label_expressions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologySelectorTerm: _TypeAlias = TopologySelectorTerm  # noqa: Y015
+
+@_typing.final
+class StorageClass(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ParametersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    PROVISIONER_FIELD_NUMBER: _builtins.int
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    RECLAIM_POLICY_FIELD_NUMBER: _builtins.int
+    VOLUME_BINDING_MODE_FIELD_NUMBER: _builtins.int
+    ALLOWED_TOPOLOGIES_FIELD_NUMBER: _builtins.int
+    provisioner: _builtins.str
+    reclaim_policy: _builtins.str
+    volume_binding_mode: _builtins.str
+    """Immediate or WaitForFirstConsumer; empty means Immediate."""
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def parameters(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def allowed_topologies(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySelectorTerm]: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        provisioner: _builtins.str = ...,
+        parameters: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        reclaim_policy: _builtins.str = ...,
+        volume_binding_mode: _builtins.str = ...,
+        allowed_topologies: _abc.Iterable[Global___TopologySelectorTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_topologies", b"allowed_topologies", "metadata", b"metadata", "parameters", b"parameters", "provisioner", b"provisioner", "reclaim_policy", b"reclaim_policy", "volume_binding_mode", b"volume_binding_mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StorageClass: _TypeAlias = StorageClass  # noqa: Y015
+
+@_typing.final
+class VolumeNodeResources(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    """How many volumes of the driver the node may attach; unset: no limit."""
+    def __init__(
+        self,
+        *,
+        count: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_count", b"_count", "count", b"count"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_count", b"_count", "count", b"count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__count: _TypeAlias = _typing.Literal["count"]  # noqa: Y015
+    _WhichOneofArgType__count: _TypeAlias = _typing.Literal["_count", b"_count"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__count) -> _WhichOneofReturnType__count | None: ...
+
+Global___VolumeNodeResources: _TypeAlias = VolumeNodeResources  # noqa: Y015
+
+@_typing.final
+class CSINodeDriver(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_KEYS_FIELD_NUMBER: _builtins.int
+    ALLOCATABLE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    node_id: _builtins.str
+    @_builtins.property
+    def topology_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def allocatable(self) -> Global___VolumeNodeResources: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        node_id: _builtins.str = ...,
+        topology_keys: _abc.Iterable[_builtins.str] | None = ...,
+        allocatable: Global___VolumeNodeResources | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "name", b"name", "node_id", b"node_id", "topology_keys", b"topology_keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSINodeDriver: _TypeAlias = CSINodeDriver  # noqa: Y015
+
+@_typing.final
+class CSINodeSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def drivers(self) -> _containers.RepeatedCompositeFieldContainer[Global___CSINodeDriver]: ...
+    def __init__(
+        self,
+        *,
+        drivers: _abc.Iterable[Global___CSINodeDriver] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drivers", b"drivers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSINodeSpec: _TypeAlias = CSINodeSpec  # noqa: Y015
+
+@_typing.final
+class CSINode(_message.Message):
+    """A node's CSI drivers; named as its node."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___CSINodeSpec: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___CSINodeSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSINode: _TypeAlias = CSINode  # noqa: Y015
+
+@_typing.final
+class DeviceAttribute(_message.Message):
+    """---------------------------------------------------------------- resource.k8s.io/v1 (DRA)
+    Dynamic Resource Allocation as of Kubernetes v1.34 (k8s.io/api/resource/v1).
+    Device capacities and counters are Kubernetes quantity strings ("40Gi", "8"),
+    as CEL selectors compare them, not canonical integers: a capacity has no
+    fixed unit. Opaque configuration parameters are JSON (runtime.RawExtension).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INT_VALUE_FIELD_NUMBER: _builtins.int
+    BOOL_VALUE_FIELD_NUMBER: _builtins.int
+    STRING_VALUE_FIELD_NUMBER: _builtins.int
+    VERSION_VALUE_FIELD_NUMBER: _builtins.int
+    int_value: _builtins.int
+    bool_value: _builtins.bool
+    string_value: _builtins.str
+    version_value: _builtins.str
+    """A semantic version (semver 2.0)."""
+    def __init__(
+        self,
+        *,
+        int_value: _builtins.int = ...,
+        bool_value: _builtins.bool = ...,
+        string_value: _builtins.str = ...,
+        version_value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "int_value", b"int_value", "string_value", b"string_value", "value", b"value", "version_value", b"version_value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "int_value", b"int_value", "string_value", b"string_value", "value", b"value", "version_value", b"version_value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["int_value", "bool_value", "string_value", "version_value"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___DeviceAttribute: _TypeAlias = DeviceAttribute  # noqa: Y015
+
+@_typing.final
+class DeviceCapacity(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUE_FIELD_NUMBER: _builtins.int
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceCapacity: _TypeAlias = DeviceCapacity  # noqa: Y015
+
+@_typing.final
+class Counter(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUE_FIELD_NUMBER: _builtins.int
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Counter: _TypeAlias = Counter  # noqa: Y015
+
+@_typing.final
+class CounterSet(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___Counter: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___Counter | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def counters(self) -> _containers.MessageMap[_builtins.str, Global___Counter]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        counters: _abc.Mapping[_builtins.str, Global___Counter] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counters", b"counters", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CounterSet: _TypeAlias = CounterSet  # noqa: Y015
+
+@_typing.final
+class DeviceCounterConsumption(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___Counter: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___Counter | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    COUNTER_SET_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
+    counter_set: _builtins.str
+    @_builtins.property
+    def counters(self) -> _containers.MessageMap[_builtins.str, Global___Counter]: ...
+    def __init__(
+        self,
+        *,
+        counter_set: _builtins.str = ...,
+        counters: _abc.Mapping[_builtins.str, Global___Counter] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counter_set", b"counter_set", "counters", b"counters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceCounterConsumption: _TypeAlias = DeviceCounterConsumption  # noqa: Y015
+
+@_typing.final
+class DeviceTaint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    value: _builtins.str
+    effect: _builtins.str
+    """NoSchedule, NoExecute."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+        effect: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceTaint: _TypeAlias = DeviceTaint  # noqa: Y015
+
+@_typing.final
+class Device(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AttributesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___DeviceAttribute: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___DeviceAttribute | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class CapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___DeviceCapacity: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___DeviceCapacity | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    CONSUMES_COUNTERS_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    ALL_NODES_FIELD_NUMBER: _builtins.int
+    TAINTS_FIELD_NUMBER: _builtins.int
+    BINDS_TO_NODE_FIELD_NUMBER: _builtins.int
+    BINDING_CONDITIONS_FIELD_NUMBER: _builtins.int
+    BINDING_FAILURE_CONDITIONS_FIELD_NUMBER: _builtins.int
+    ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    node_name: _builtins.str
+    """Per-device node selection (only with per_device_node_selection)."""
+    all_nodes: _builtins.bool
+    binds_to_node: _builtins.bool
+    """Alpha in v1.34 and off: a device using them is never allocated."""
+    allow_multiple_allocations: _builtins.bool
+    @_builtins.property
+    def attributes(self) -> _containers.MessageMap[_builtins.str, Global___DeviceAttribute]:
+        """Keys are qualified names: "id" (in the driver's domain) or "domain/id"."""
+
+    @_builtins.property
+    def capacity(self) -> _containers.MessageMap[_builtins.str, Global___DeviceCapacity]: ...
+    @_builtins.property
+    def consumes_counters(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceCounterConsumption]: ...
+    @_builtins.property
+    def node_selector(self) -> Global___NodeSelector: ...
+    @_builtins.property
+    def taints(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceTaint]: ...
+    @_builtins.property
+    def binding_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def binding_failure_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        attributes: _abc.Mapping[_builtins.str, Global___DeviceAttribute] | None = ...,
+        capacity: _abc.Mapping[_builtins.str, Global___DeviceCapacity] | None = ...,
+        consumes_counters: _abc.Iterable[Global___DeviceCounterConsumption] | None = ...,
+        node_name: _builtins.str | None = ...,
+        node_selector: Global___NodeSelector | None = ...,
+        all_nodes: _builtins.bool | None = ...,
+        taints: _abc.Iterable[Global___DeviceTaint] | None = ...,
+        binds_to_node: _builtins.bool | None = ...,
+        binding_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        binding_failure_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        allow_multiple_allocations: _builtins.bool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes", "_allow_multiple_allocations", b"_allow_multiple_allocations", "_binds_to_node", b"_binds_to_node", "_node_name", b"_node_name", "all_nodes", b"all_nodes", "allow_multiple_allocations", b"allow_multiple_allocations", "binds_to_node", b"binds_to_node", "node_name", b"node_name", "node_selector", b"node_selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes", "_allow_multiple_allocations", b"_allow_multiple_allocations", "_binds_to_node", b"_binds_to_node", "_node_name", b"_node_name", "all_nodes", b"all_nodes", "allow_multiple_allocations", b"allow_multiple_allocations", "attributes", b"attributes", "binding_conditions", b"binding_conditions", "binding_failure_conditions", b"binding_failure_conditions", "binds_to_node", b"binds_to_node", "capacity", b"capacity", "consumes_counters", b"consumes_counters", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector", "taints", b"taints"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__all_nodes: _TypeAlias = _typing.Literal["all_nodes"]  # noqa: Y015
+    _WhichOneofArgType__all_nodes: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes"]  # noqa: Y015
+    _WhichOneofReturnType__allow_multiple_allocations: _TypeAlias = _typing.Literal["allow_multiple_allocations"]  # noqa: Y015
+    _WhichOneofArgType__allow_multiple_allocations: _TypeAlias = _typing.Literal["_allow_multiple_allocations", b"_allow_multiple_allocations"]  # noqa: Y015
+    _WhichOneofReturnType__binds_to_node: _TypeAlias = _typing.Literal["binds_to_node"]  # noqa: Y015
+    _WhichOneofArgType__binds_to_node: _TypeAlias = _typing.Literal["_binds_to_node", b"_binds_to_node"]  # noqa: Y015
+    _WhichOneofReturnType__node_name: _TypeAlias = _typing.Literal["node_name"]  # noqa: Y015
+    _WhichOneofArgType__node_name: _TypeAlias = _typing.Literal["_node_name", b"_node_name"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__all_nodes) -> _WhichOneofReturnType__all_nodes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__allow_multiple_allocations) -> _WhichOneofReturnType__allow_multiple_allocations | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__binds_to_node) -> _WhichOneofReturnType__binds_to_node | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__node_name) -> _WhichOneofReturnType__node_name | None: ...
+
+Global___Device: _TypeAlias = Device  # noqa: Y015
+
+@_typing.final
+class ResourcePool(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    RESOURCE_SLICE_COUNT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    generation: _builtins.int
+    resource_slice_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        resource_slice_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "name", b"name", "resource_slice_count", b"resource_slice_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourcePool: _TypeAlias = ResourcePool  # noqa: Y015
+
+@_typing.final
+class ResourceSliceSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    ALL_NODES_FIELD_NUMBER: _builtins.int
+    PER_DEVICE_NODE_SELECTION_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
+    SHARED_COUNTERS_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    node_name: _builtins.str
+    """Exactly one of node_name, node_selector, all_nodes, per_device_node_selection."""
+    all_nodes: _builtins.bool
+    per_device_node_selection: _builtins.bool
+    @_builtins.property
+    def pool(self) -> Global___ResourcePool: ...
+    @_builtins.property
+    def node_selector(self) -> Global___NodeSelector: ...
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]: ...
+    @_builtins.property
+    def shared_counters(self) -> _containers.RepeatedCompositeFieldContainer[Global___CounterSet]: ...
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        pool: Global___ResourcePool | None = ...,
+        node_name: _builtins.str | None = ...,
+        node_selector: Global___NodeSelector | None = ...,
+        all_nodes: _builtins.bool | None = ...,
+        per_device_node_selection: _builtins.bool | None = ...,
+        devices: _abc.Iterable[Global___Device] | None = ...,
+        shared_counters: _abc.Iterable[Global___CounterSet] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes", "_node_name", b"_node_name", "_per_device_node_selection", b"_per_device_node_selection", "all_nodes", b"all_nodes", "node_name", b"node_name", "node_selector", b"node_selector", "per_device_node_selection", b"per_device_node_selection", "pool", b"pool"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes", "_node_name", b"_node_name", "_per_device_node_selection", b"_per_device_node_selection", "all_nodes", b"all_nodes", "devices", b"devices", "driver", b"driver", "node_name", b"node_name", "node_selector", b"node_selector", "per_device_node_selection", b"per_device_node_selection", "pool", b"pool", "shared_counters", b"shared_counters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__all_nodes: _TypeAlias = _typing.Literal["all_nodes"]  # noqa: Y015
+    _WhichOneofArgType__all_nodes: _TypeAlias = _typing.Literal["_all_nodes", b"_all_nodes"]  # noqa: Y015
+    _WhichOneofReturnType__node_name: _TypeAlias = _typing.Literal["node_name"]  # noqa: Y015
+    _WhichOneofArgType__node_name: _TypeAlias = _typing.Literal["_node_name", b"_node_name"]  # noqa: Y015
+    _WhichOneofReturnType__per_device_node_selection: _TypeAlias = _typing.Literal["per_device_node_selection"]  # noqa: Y015
+    _WhichOneofArgType__per_device_node_selection: _TypeAlias = _typing.Literal["_per_device_node_selection", b"_per_device_node_selection"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__all_nodes) -> _WhichOneofReturnType__all_nodes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__node_name) -> _WhichOneofReturnType__node_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__per_device_node_selection) -> _WhichOneofReturnType__per_device_node_selection | None: ...
+
+Global___ResourceSliceSpec: _TypeAlias = ResourceSliceSpec  # noqa: Y015
+
+@_typing.final
+class ResourceSlice(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___ResourceSliceSpec: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___ResourceSliceSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceSlice: _TypeAlias = ResourceSlice  # noqa: Y015
+
+@_typing.final
+class CELDeviceSelector(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPRESSION_FIELD_NUMBER: _builtins.int
+    expression: _builtins.str
+    def __init__(
+        self,
+        *,
+        expression: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expression", b"expression"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CELDeviceSelector: _TypeAlias = CELDeviceSelector  # noqa: Y015
+
+@_typing.final
+class DeviceSelector(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def cel(self) -> Global___CELDeviceSelector: ...
+    def __init__(
+        self,
+        *,
+        cel: Global___CELDeviceSelector | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cel", b"cel"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cel", b"cel"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceSelector: _TypeAlias = DeviceSelector  # noqa: Y015
+
+@_typing.final
+class OpaqueDeviceConfiguration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    parameters: _builtins.bytes
+    """A JSON value, passed to the driver as it is."""
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        parameters: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["driver", b"driver", "parameters", b"parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpaqueDeviceConfiguration: _TypeAlias = OpaqueDeviceConfiguration  # noqa: Y015
+
+@_typing.final
+class DeviceClassConfiguration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPAQUE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def opaque(self) -> Global___OpaqueDeviceConfiguration: ...
+    def __init__(
+        self,
+        *,
+        opaque: Global___OpaqueDeviceConfiguration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceClassConfiguration: _TypeAlias = DeviceClassConfiguration  # noqa: Y015
+
+@_typing.final
+class DeviceClassSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    EXTENDED_RESOURCE_NAME_FIELD_NUMBER: _builtins.int
+    extended_resource_name: _builtins.str
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSelector]: ...
+    @_builtins.property
+    def config(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceClassConfiguration]: ...
+    def __init__(
+        self,
+        *,
+        selectors: _abc.Iterable[Global___DeviceSelector] | None = ...,
+        config: _abc.Iterable[Global___DeviceClassConfiguration] | None = ...,
+        extended_resource_name: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_extended_resource_name", b"_extended_resource_name", "extended_resource_name", b"extended_resource_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_extended_resource_name", b"_extended_resource_name", "config", b"config", "extended_resource_name", b"extended_resource_name", "selectors", b"selectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__extended_resource_name: _TypeAlias = _typing.Literal["extended_resource_name"]  # noqa: Y015
+    _WhichOneofArgType__extended_resource_name: _TypeAlias = _typing.Literal["_extended_resource_name", b"_extended_resource_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__extended_resource_name) -> _WhichOneofReturnType__extended_resource_name | None: ...
+
+Global___DeviceClassSpec: _TypeAlias = DeviceClassSpec  # noqa: Y015
+
+@_typing.final
+class DeviceClass(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___DeviceClassSpec: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___DeviceClassSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceClass: _TypeAlias = DeviceClass  # noqa: Y015
+
+@_typing.final
+class DeviceToleration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    TOLERATION_SECONDS_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    """Equal or Exists; empty means Equal."""
+    value: _builtins.str
+    effect: _builtins.str
+    toleration_seconds: _builtins.int
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        value: _builtins.str = ...,
+        effect: _builtins.str = ...,
+        toleration_seconds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "toleration_seconds", b"toleration_seconds"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "effect", b"effect", "key", b"key", "operator", b"operator", "toleration_seconds", b"toleration_seconds", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__toleration_seconds: _TypeAlias = _typing.Literal["toleration_seconds"]  # noqa: Y015
+    _WhichOneofArgType__toleration_seconds: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__toleration_seconds) -> _WhichOneofReturnType__toleration_seconds | None: ...
+
+Global___DeviceToleration: _TypeAlias = DeviceToleration  # noqa: Y015
+
+@_typing.final
+class ExactDeviceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    ALLOCATION_MODE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
+    device_class_name: _builtins.str
+    allocation_mode: _builtins.str
+    """ExactCount or All; empty means ExactCount."""
+    count: _builtins.int
+    """0 means 1 (the API server's default for ExactCount)."""
+    admin_access: _builtins.bool
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSelector]: ...
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    def __init__(
+        self,
+        *,
+        device_class_name: _builtins.str = ...,
+        selectors: _abc.Iterable[Global___DeviceSelector] | None = ...,
+        allocation_mode: _builtins.str = ...,
+        count: _builtins.int = ...,
+        admin_access: _builtins.bool | None = ...,
+        tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "allocation_mode", b"allocation_mode", "count", b"count", "device_class_name", b"device_class_name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__admin_access: _TypeAlias = _typing.Literal["admin_access"]  # noqa: Y015
+    _WhichOneofArgType__admin_access: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__admin_access) -> _WhichOneofReturnType__admin_access | None: ...
+
+Global___ExactDeviceRequest: _TypeAlias = ExactDeviceRequest  # noqa: Y015
+
+@_typing.final
+class DeviceSubRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    ALLOCATION_MODE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    device_class_name: _builtins.str
+    allocation_mode: _builtins.str
+    count: _builtins.int
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSelector]: ...
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        device_class_name: _builtins.str = ...,
+        selectors: _abc.Iterable[Global___DeviceSelector] | None = ...,
+        allocation_mode: _builtins.str = ...,
+        count: _builtins.int = ...,
+        tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation_mode", b"allocation_mode", "count", b"count", "device_class_name", b"device_class_name", "name", b"name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceSubRequest: _TypeAlias = DeviceSubRequest  # noqa: Y015
+
+@_typing.final
+class DeviceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    EXACTLY_FIELD_NUMBER: _builtins.int
+    FIRST_AVAILABLE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def exactly(self) -> Global___ExactDeviceRequest:
+        """Exactly one of exactly and first_available."""
+
+    @_builtins.property
+    def first_available(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSubRequest]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        exactly: Global___ExactDeviceRequest | None = ...,
+        first_available: _abc.Iterable[Global___DeviceSubRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exactly", b"exactly"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exactly", b"exactly", "first_available", b"first_available", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceRequest: _TypeAlias = DeviceRequest  # noqa: Y015
+
+@_typing.final
+class DeviceConstraint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    MATCH_ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    DISTINCT_ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    match_attribute: _builtins.str
+    distinct_attribute: _builtins.str
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+        match_attribute: _builtins.str | None = ...,
+        distinct_attribute: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_distinct_attribute", b"_distinct_attribute", "_match_attribute", b"_match_attribute", "distinct_attribute", b"distinct_attribute", "match_attribute", b"match_attribute"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_distinct_attribute", b"_distinct_attribute", "_match_attribute", b"_match_attribute", "distinct_attribute", b"distinct_attribute", "match_attribute", b"match_attribute", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__distinct_attribute: _TypeAlias = _typing.Literal["distinct_attribute"]  # noqa: Y015
+    _WhichOneofArgType__distinct_attribute: _TypeAlias = _typing.Literal["_distinct_attribute", b"_distinct_attribute"]  # noqa: Y015
+    _WhichOneofReturnType__match_attribute: _TypeAlias = _typing.Literal["match_attribute"]  # noqa: Y015
+    _WhichOneofArgType__match_attribute: _TypeAlias = _typing.Literal["_match_attribute", b"_match_attribute"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__distinct_attribute) -> _WhichOneofReturnType__distinct_attribute | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__match_attribute) -> _WhichOneofReturnType__match_attribute | None: ...
+
+Global___DeviceConstraint: _TypeAlias = DeviceConstraint  # noqa: Y015
+
+@_typing.final
+class DeviceClaimConfiguration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    OPAQUE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def opaque(self) -> Global___OpaqueDeviceConfiguration: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+        opaque: Global___OpaqueDeviceConfiguration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceClaimConfiguration: _TypeAlias = DeviceClaimConfiguration  # noqa: Y015
+
+@_typing.final
+class DeviceClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceRequest]: ...
+    @_builtins.property
+    def constraints(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceConstraint]: ...
+    @_builtins.property
+    def config(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceClaimConfiguration]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___DeviceRequest] | None = ...,
+        constraints: _abc.Iterable[Global___DeviceConstraint] | None = ...,
+        config: _abc.Iterable[Global___DeviceClaimConfiguration] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "constraints", b"constraints", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceClaim: _TypeAlias = DeviceClaim  # noqa: Y015
+
+@_typing.final
+class ResourceClaimSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> Global___DeviceClaim: ...
+    def __init__(
+        self,
+        *,
+        devices: Global___DeviceClaim | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceClaimSpec: _TypeAlias = ResourceClaimSpec  # noqa: Y015
+
+@_typing.final
+class DeviceRequestAllocationResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    DEVICE_FIELD_NUMBER: _builtins.int
+    ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
+    request: _builtins.str
+    """The request's name, or request/subrequest for a first_available choice."""
+    driver: _builtins.str
+    pool: _builtins.str
+    device: _builtins.str
+    admin_access: _builtins.bool
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    def __init__(
+        self,
+        *,
+        request: _builtins.str = ...,
+        driver: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        device: _builtins.str = ...,
+        admin_access: _builtins.bool | None = ...,
+        tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "device", b"device", "driver", b"driver", "pool", b"pool", "request", b"request", "tolerations", b"tolerations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__admin_access: _TypeAlias = _typing.Literal["admin_access"]  # noqa: Y015
+    _WhichOneofArgType__admin_access: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__admin_access) -> _WhichOneofReturnType__admin_access | None: ...
+
+Global___DeviceRequestAllocationResult: _TypeAlias = DeviceRequestAllocationResult  # noqa: Y015
+
+@_typing.final
+class DeviceAllocationConfiguration(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    OPAQUE_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """FromClass or FromClaim."""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def opaque(self) -> Global___OpaqueDeviceConfiguration: ...
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+        opaque: Global___OpaqueDeviceConfiguration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["opaque", b"opaque", "requests", b"requests", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceAllocationConfiguration: _TypeAlias = DeviceAllocationConfiguration  # noqa: Y015
+
+@_typing.final
+class DeviceAllocationResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceRequestAllocationResult]: ...
+    @_builtins.property
+    def config(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceAllocationConfiguration]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___DeviceRequestAllocationResult] | None = ...,
+        config: _abc.Iterable[Global___DeviceAllocationConfiguration] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceAllocationResult: _TypeAlias = DeviceAllocationResult  # noqa: Y015
+
+@_typing.final
+class AllocationResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> Global___DeviceAllocationResult: ...
+    @_builtins.property
+    def node_selector(self) -> Global___NodeSelector:
+        """Where the allocated devices are reachable; unset: from every node."""
+
+    def __init__(
+        self,
+        *,
+        devices: Global___DeviceAllocationResult | None = ...,
+        node_selector: Global___NodeSelector | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocationResult: _TypeAlias = AllocationResult  # noqa: Y015
+
+@_typing.final
+class ResourceClaimConsumerReference(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_GROUP_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    api_group: _builtins.str
+    resource: _builtins.str
+    """Empty means "pods"."""
+    name: _builtins.str
+    uid: _builtins.str
+    def __init__(
+        self,
+        *,
+        api_group: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_group", b"api_group", "name", b"name", "resource", b"resource", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceClaimConsumerReference: _TypeAlias = ResourceClaimConsumerReference  # noqa: Y015
+
+@_typing.final
+class ResourceClaimStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOCATION_FIELD_NUMBER: _builtins.int
+    RESERVED_FOR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def allocation(self) -> Global___AllocationResult: ...
+    @_builtins.property
+    def reserved_for(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceClaimConsumerReference]: ...
+    def __init__(
+        self,
+        *,
+        allocation: Global___AllocationResult | None = ...,
+        reserved_for: _abc.Iterable[Global___ResourceClaimConsumerReference] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "reserved_for", b"reserved_for"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceClaimStatus: _TypeAlias = ResourceClaimStatus  # noqa: Y015
+
+@_typing.final
+class ResourceClaim(_message.Message):
+    """A claim may come allocated and reserved (another scheduler's work): its
+    devices are then in use.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta: ...
+    @_builtins.property
+    def spec(self) -> Global___ResourceClaimSpec: ...
+    @_builtins.property
+    def status(self) -> Global___ResourceClaimStatus: ...
+    def __init__(
+        self,
+        *,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___ResourceClaimSpec | None = ...,
+        status: Global___ResourceClaimStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceClaim: _TypeAlias = ResourceClaim  # noqa: Y015
