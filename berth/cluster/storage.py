@@ -201,7 +201,8 @@ class VolumeNodeResources(_K8s):
 class CSINodeDriver(_K8s):
     name: str = ""
     node_id: str = msgspec.field(default="", name="nodeID")
-    topology_keys: list[str] = []
+    #: ``null`` from the API server when the driver has none (csinode types.go: no omitempty).
+    topology_keys: list[str] | None = None
     allocatable: VolumeNodeResources | None = None
 
 

@@ -2,10 +2,9 @@
 
 A :class:`Cluster` is built by the functions of :data:`SECTIONS`, in order,
 each drawing from the same seeded ``random.Random`` and appending Kubernetes
-manifests (plain dicts, created as they are through the API server). Volume
-objects (StorageClasses, PVs, PVCs) become one more function there once
-Berth's volume plugins land; test pods then draw claims from
-``cluster.claims``.
+manifests (plain dicts, created as they are through the API server).
+:func:`volumes` adds StorageClasses, PersistentVolumes, claims and CSINodes;
+test pods then draw claims from ``cluster.claims``.
 
 Test pods combine, each with some probability, every filter and score
 feature Berth claims (:data:`berth.framework.registry.DEFAULT_MULTI_POINT`):
@@ -15,7 +14,10 @@ resources; nodeSelector; required and preferred node affinity incl.
 matchFields and Gt/Lt; tolerations; host ports; required and preferred pod
 (anti-)affinity over namespaces, namespaceSelectors on namespace labels and
 both topology keys; topology spread constraints incl. minDomains, the
-node policies and matchLabelKeys; images for ImageLocality.
+node policies and matchLabelKeys; images for ImageLocality; persistent
+volume claims (bound local, zonal and CSI volumes, ReadWriteOncePod, unbound
+claims no volume can serve), generic ephemeral volumes and inline disks for
+VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ ZONES = ("zone-a", "zone-b", "zone-c")
 APPS = ("web", "db", "cache", "batch")
 TIERS = ("frontend", "backend")
 RUNTIME_CLASS = "sandboxed"
+VOLUME_NAMESPACE = "ns-a"
+CSI_DRIVER = "csi.example.com"
+WFFC_CLASS, IMMEDIATE_CLASS = "local-wffc", "standard"
 
 #: name -> size in bytes. ImageLocality's thresholds (image_locality.go) are
 #: 23 MB and 1000 MB per container, so sizes straddle both; short names
@@ -81,6 +86,8 @@ class Cluster:
     #: running pods; volumes later), created after namespaces and nodes.
     objects: list[Obj] = dataclasses.field(default_factory=list)
     test_pods: list[Obj] = dataclasses.field(default_factory=list)
+    #: Claims (all in :data:`VOLUME_NAMESPACE`) test pods may mount.
+    claims: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def running_pods(self) -> list[Obj]:
@@ -88,6 +95,10 @@ class Cluster:
 
     def all_objects(self) -> list[Obj]:
         return [*self.namespaces, *self.nodes, *self.objects]
+
+    def bound_claims(self) -> list[Obj]:
+        """The claims the PV controller binds before any pod is judged (they name their volume)."""
+        return [o for o in self.objects if o["kind"] == "PersistentVolumeClaim" and o["spec"].get("volumeName")]
 
 
 # ---------------------------------------------------------------- the cluster
@@ -180,6 +191,129 @@ def running_pods(rng: random.Random, c: Cluster) -> None:
             n += 1
 
 
+def volumes(rng: random.Random, c: Cluster) -> None:
+    """StorageClasses (WaitForFirstConsumer and Immediate, neither
+    provisioning), CSINodes with attach limits, PersistentVolumes (local
+    with one node's affinity, zonal by node affinity or by the legacy zone
+    label, CSI without affinity, ReadWriteOncePod), each pre-bound to a claim
+    the PV controller binds before any pod is judged, claims nothing can
+    serve, and running pods using CSI volumes and inline disks.
+
+    Every claim a test pod may mount is bound or unbindable, so judging a
+    pod never changes them: an unbound WaitForFirstConsumer claim with a
+    matching volume would be bound by kube-scheduler's PreBind and seen
+    bound by Berth afterwards (the harness judges Berth once all
+    kube-scheduler verdicts are in).
+    """
+    ns = VOLUME_NAMESPACE
+    c.objects += [_storage_class(WFFC_CLASS, wait=True), _storage_class(IMMEDIATE_CLASS, wait=False)]
+    for node in c.nodes:
+        if rng.random() < 0.5:
+            name = node["metadata"]["name"]
+            c.objects.append(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "CSINode",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "drivers": [
+                            {"name": CSI_DRIVER, "nodeID": name, "allocatable": {"count": rng.choice((1, 2, 3))}}
+                        ]
+                    },
+                }
+            )
+
+    def bound(pv_name: str, cls: str, source: Obj, *, claim_modes: list[str] | None = None, **extra: Any) -> None:
+        size = rng.choice(("1Gi", "5Gi", "10Gi"))
+        modes = claim_modes or rng.choice((["ReadWriteOnce"], ["ReadWriteOnce", "ReadOnlyMany"], ["ReadWriteMany"]))
+        claim = f"{pv_name}-claim"
+        spec: Obj = {
+            "capacity": {"storage": size},
+            "accessModes": modes,
+            "storageClassName": cls,
+            "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns, "name": claim},
+            **source,
+        }
+        metadata: Obj = {"name": pv_name}
+        if "labels" in extra:
+            metadata["labels"] = extra.pop("labels")
+        spec.update(extra)
+        c.objects.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec})
+        c.objects.append(_claim(claim, cls, rng.choice(("512Mi", "1Gi")), modes[:1], volume=pv_name))
+        c.claims.append(claim)
+
+    for k in range(rng.choice((2, 3, 4))):  # local volumes on one node each
+        node = rng.choice(c.nodes)["metadata"]["name"]
+        bound(
+            f"local-{k}", WFFC_CLASS, {"local": {"path": f"/mnt/disks/{k}"}}, nodeAffinity=_pv_affinity(HOSTNAME, node)
+        )
+    for k, zone in enumerate(rng.sample(ZONES, k=2)):  # zonal CSI disks
+        csi = {"csi": {"driver": CSI_DRIVER, "volumeHandle": f"zonal-{k}"}}
+        if rng.random() < 0.5:
+            bound(f"zonal-{k}", IMMEDIATE_CLASS, csi, nodeAffinity=_pv_affinity(ZONE, zone))
+        else:  # the legacy zone label only: VolumeZone alone decides
+            bound(f"zonal-{k}", IMMEDIATE_CLASS, csi, labels={ZONE: zone, REGION: "region-1"})
+    for k in range(4):  # CSI volumes anywhere, counted against the attach limits
+        bound(f"csi-{k}", IMMEDIATE_CLASS, {"csi": {"driver": CSI_DRIVER, "volumeHandle": f"csi-{k}"}})
+    bound(
+        "rwop",
+        IMMEDIATE_CLASS,
+        {"csi": {"driver": CSI_DRIVER, "volumeHandle": "rwop"}},
+        claim_modes=["ReadWriteOncePod"],
+    )
+    # Claims nothing serves: no volume that big, and no provisioner.
+    c.objects.append(_claim("unbound-wffc", WFFC_CLASS, "500Gi", ["ReadWriteOnce"]))
+    c.objects.append(_claim("unbound-now", IMMEDIATE_CLASS, "500Gi", ["ReadWriteOnce"]))
+    c.claims += ["unbound-wffc", "unbound-now"]
+
+    # Running pods using volumes: CSI claims (attach limits), sometimes the
+    # ReadWriteOncePod claim, and inline disks (VolumeRestrictions).
+    csi_claims = [f"csi-{k}-claim" for k in range(4)] + (["rwop-claim"] if rng.random() < 0.6 else [])
+    for n, claim in enumerate(csi_claims):
+        node = rng.choice(c.nodes)["metadata"]["name"]
+        vols = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        if rng.random() < 0.3:
+            vols.append(_inline_disk(rng))
+        spec: Obj = {"nodeName": node, "containers": [{"name": "main", "image": "busybox:1.36"}], "volumes": vols}
+        c.objects.append(_pod(f"vol-run-{n}", ns, {"app": rng.choice(APPS), "tier": rng.choice(TIERS)}, spec))
+
+
+def _storage_class(name: str, *, wait: bool) -> Obj:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer" if wait else "Immediate",
+    }
+
+
+def _pv_affinity(key: str, value: str) -> Obj:
+    return {
+        "required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}
+    }
+
+
+def _claim(name: str, cls: str, size: str, modes: list[str], *, volume: str = "") -> Obj:
+    spec: Obj = {"storageClassName": cls, "accessModes": modes, "resources": {"requests": {"storage": size}}}
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": VOLUME_NAMESPACE},
+        "spec": spec,
+    }
+
+
+def _inline_disk(rng: random.Random) -> Obj:
+    disk: Obj = {"pdName": rng.choice(("disk-1", "disk-2"))}
+    if rng.random() < 0.5:
+        disk["readOnly"] = True
+    return {"name": "disk", "gcePersistentDisk": disk}
+
+
 def generate(seed: int, *, nodes_count: int = 10, pods: int = 20) -> Cluster:
     """A cluster and ``pods`` test pods, the same for the same arguments."""
     rng = random.Random(seed)
@@ -190,8 +324,14 @@ def generate(seed: int, *, nodes_count: int = 10, pods: int = 20) -> Cluster:
     return c
 
 
-#: The cluster's sections in creation order (volumes will be one more).
-SECTIONS: tuple[Callable[[random.Random, Cluster], None], ...] = (namespaces, nodes, runtime_classes, running_pods)
+#: The cluster's sections in creation order.
+SECTIONS: tuple[Callable[[random.Random, Cluster], None], ...] = (
+    namespaces,
+    nodes,
+    runtime_classes,
+    running_pods,
+    volumes,
+)
 
 
 # ---------------------------------------------------------------- test pods
@@ -235,7 +375,25 @@ def test_pod(rng: random.Random, c: Cluster, i: int) -> Obj:
         spec["tolerations"] = _tolerations(rng)
     if rng.random() < 0.4:
         spec["topologySpreadConstraints"] = _spread(rng, app)
-    return _pod(f"t-{c.seed}-{i:03d}", ns, labels, spec)
+    name = f"t-{c.seed}-{i:03d}"
+    if c.claims and rng.random() < 0.35:
+        ns = VOLUME_NAMESPACE  # where the claims are
+        claims = rng.sample(c.claims, k=rng.choice((1, 1, 2)))
+        vols: list[Obj] = [{"name": f"v{k}", "persistentVolumeClaim": {"claimName": n}} for k, n in enumerate(claims)]
+        if rng.random() < 0.15:
+            vols.append(_inline_disk(rng))
+        spec["volumes"] = vols
+    elif rng.random() < 0.05:
+        # A generic ephemeral volume: no ephemeral-volume-controller runs, so its claim never appears.
+        template = {
+            "spec": {
+                "storageClassName": IMMEDIATE_CLASS,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            }
+        }
+        spec["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]
+    return _pod(name, ns, labels, spec)
 
 
 # ---------------------------------------------------------------- pieces

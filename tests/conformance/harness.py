@@ -275,6 +275,12 @@ def judge_with_kube_scheduler(
     return created, verdict
 
 
+def _claim_bound(kube: bed.Kube, claim: Obj) -> bool:
+    m = claim["metadata"]
+    status, out = kube.request("GET", f"/api/v1/namespaces/{m['namespace']}/persistentvolumeclaims/{m['name']}")
+    return status == 200 and out.get("status", {}).get("phase") == "Bound"
+
+
 def _failed(kube: bed.Kube, pod: Obj) -> tuple[str, str] | None:
     msg = _unschedulable(kube, pod)
     return ("unschedulable", msg) if msg is not None else None
@@ -349,6 +355,9 @@ def _run(
         cp.ensure_namespace(ns["metadata"]["name"])  # its default ServiceAccount, whoever is first
     for obj in cluster.nodes + cluster.objects:
         kube.create(generator.without_status(obj))
+    # The PV controller binds the pre-bound claims before either scheduler looks.
+    for claim in cluster.bound_claims():
+        _wait(f"claim {claim['metadata']['name']} bound", lambda c=claim: _claim_bound(kube, c), 60, cp.apiserver)
     scheduler = cp.start_kube_scheduler(scheduler_config(recorder.url), args=("--v=3", "--vmodule=schedule_one=10"))
     berth = launch_berth(cp, berth_config)
     log = LogTail(scheduler.log)
@@ -369,6 +378,9 @@ def _run(
 # ---------------------------------------------------------------- reports
 
 
+_STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
+
+
 def repro(cluster: generator.Cluster, case: Case) -> str:
     """A YAML repro of a disagreement: the pod as the API server stored it,
     the nodes in question with the pods running on them, the namespaces, and
@@ -385,7 +397,8 @@ def repro(cluster: generator.Cluster, case: Case) -> str:
         "kube-scheduler": case.kube.as_dict(),
         "berth": case.berth.as_dict(),
     }
-    docs = [verdicts, pod, *cluster.namespaces, *nodes, *on_them]
+    storage = [o for o in cluster.objects if o["kind"] in _STORAGE_KINDS]
+    docs = [verdicts, pod, *cluster.namespaces, *nodes, *on_them, *storage]
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 

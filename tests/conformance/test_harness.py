@@ -106,3 +106,28 @@ def test_repro_holds_the_pod_the_nodes_in_question_and_both_verdicts() -> None:
     assert docs[1]["metadata"]["name"] == c.test_pods[0]["metadata"]["name"]
     assert [d["metadata"]["name"] for d in docs if d.get("kind") == "Node"] == [node]
     assert all(d["spec"]["nodeName"] == node for d in docs if d.get("kind") == "Pod" and d is not docs[1])
+
+
+def test_volume_pods_mount_claims_of_their_namespace_that_never_change() -> None:
+    c = generator.generate(2, nodes_count=12, pods=60)
+    claims = {o["metadata"]["name"]: o for o in c.objects if o["kind"] == "PersistentVolumeClaim"}
+    volumes = {o["metadata"]["name"]: o for o in c.objects if o["kind"] == "PersistentVolume"}
+    mounted = [
+        (p, v["persistentVolumeClaim"]["claimName"])
+        for p in c.test_pods + c.running_pods
+        for v in p["spec"].get("volumes", [])
+        if "persistentVolumeClaim" in v
+    ]
+    assert mounted
+    for p, name in mounted:
+        assert p["metadata"]["namespace"] == generator.VOLUME_NAMESPACE
+        claim = claims[name]
+        # Pre-bound both ways (the PV controller binds it before judging), or unbindable (no volume that big).
+        if claim["spec"].get("volumeName"):
+            ref = volumes[claim["spec"]["volumeName"]]["spec"]["claimRef"]
+            assert (ref["namespace"], ref["name"]) == (generator.VOLUME_NAMESPACE, name)
+        else:
+            assert claim["spec"]["resources"]["requests"]["storage"] == "500Gi"
+    assert {o["metadata"]["name"] for o in c.bound_claims()} == {
+        n for n, o in claims.items() if o["spec"].get("volumeName")
+    }

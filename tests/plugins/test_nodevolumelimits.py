@@ -5,9 +5,10 @@ Berth does not model). Not ported: the queueing-hint tests."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from berth.cluster import model
+from berth.cluster import model, storage
 from berth.framework import interface as fw
 from berth.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, NodeVolumeLimits
 from berth.testing import Cluster, make_node, make_pod, run_filter
@@ -124,3 +125,11 @@ def test_a_pod_without_attachable_volumes_is_skipped() -> None:
     plugin = NodeVolumeLimits(None, None)
     res = plugin.pre_filter(fw.CycleState(), PodInfo.of(make_pod("p")), Cluster([make_node("n")]).snapshot)
     assert res.status.code == fw.Code.SKIP
+
+
+def test_a_csinode_driver_without_topology_keys_decodes_as_the_api_server_sends_it() -> None:
+    # csinode types.go: topologyKeys has no omitempty, so a driver without
+    # any arrives as null; the informer must not choke on it.
+    raw = b'{"metadata":{"name":"n1"},"spec":{"drivers":[{"name":"d","nodeID":"n1","topologyKeys":null}]}}'
+    node = msgspec.json.decode(raw, type=storage.CSINode)
+    assert node.spec.drivers[0].topology_keys is None
