@@ -226,7 +226,9 @@ class KubernetesSource:
         md, status = claim.metadata, claim.status
         patch: dict[str, Any] = {
             "allocation": msgspec.to_builtins(status.allocation) if status.allocation is not None else None,
-            "reservedFor": [msgspec.to_builtins(r) for r in status.reserved_for] or None,
+            # Spelled out: to_builtins omits defaults, and ``resource: pods``
+            # is the struct's default but required by the API server (422).
+            "reservedFor": [_consumer(r) for r in status.reserved_for] or None,
         }
         if status.allocation is None:
             patch["devices"] = None  # deallocated: the drivers' device status goes too (as upstream)
@@ -327,6 +329,15 @@ async def _object_from(resp: Any, typ: type[T], what: str) -> T:
     if status == 409:
         raise Conflict(message)
     raise RuntimeError(f"{what}: HTTP {status}: {message}")
+
+
+def _consumer(ref: dra.ResourceClaimConsumerReference) -> dict[str, str]:
+    """A ``reservedFor`` entry as the API server wants it: resource, name and
+    uid always; apiGroup only when not the core group ("" is omitempty)."""
+    out = {"resource": ref.resource, "name": ref.name, "uid": ref.uid}
+    if ref.api_group:
+        out["apiGroup"] = ref.api_group
+    return out
 
 
 async def _claim_from(resp: Any, name: str) -> dra.ResourceClaim:
