@@ -28,6 +28,7 @@ FULL = [
     ["bench.extender", "full", "--nodes", "5000"],
     ["bench.grpc_api", "--nodes", "5000", "--pods", "10000"],
     ["bench.kube", "--nodes", "1000", "--pods", "3000", "--workload", "basic"],
+    ["bench.dra", "--nodes", "500", "--init-pods", "2500", "--pods", "2500", "--repeat", "2"],
 ]
 
 QUICK = [
@@ -37,7 +38,21 @@ QUICK = [
     ["bench.extender", "cache", "--nodes", "500", "--iterations", "50", "--repeat", "1"],
     ["bench.extender", "full", "--nodes", "500", "--iterations", "3", "--repeat", "1"],
     ["bench.grpc_api", "--nodes", "500", "--pods", "500", "--iterations", "5", "--repeat", "1"],
-    ["bench.kube", "--nodes", "100", "--pods", "200", "--repeat", "1"],
+    [
+        "bench.kube",
+        "--nodes",
+        "100",
+        "--basic-nodes",
+        "100",
+        "--measure",
+        "200",
+        "--repeat",
+        "1",
+        "--shapes",
+        "SchedulingBasic",
+        "TopologySpreading",
+    ],
+    ["bench.dra", "--nodes", "50", "--init-pods", "100", "--pods", "200", "--repeat", "1"],
 ]
 
 
@@ -73,8 +88,24 @@ def _targets() -> list[tuple[str, str, str]]:
         row(f"core throughput {wl}" + (f" >= {target} pods/s" if target else ""), v, "{:.0f} pods/s", ok)
     v = get("queues-throughput", "ratio_queued_over_unqueued")
     row("50 queues / no queues pods/s >= 0.85", v, "{:.2f}", None if v is None else v >= 0.85)
-    v = get("kube-side-by-side-basic", "ratio_berth_over_kube_scheduler")
-    row("real API server: Berth/kube-scheduler pods/s", v, "{:.2f}", None if v is None else v >= 1)
+    for shape, target in (
+        ("SchedulingBasic", 1.5),
+        ("TopologySpreading", 3),
+        ("SchedulingPodAntiAffinity", 3),
+        ("PreemptionBasic", 1),
+        ("Unschedulable", None),
+        ("SchedulingWithMixedChurn", None),
+    ):
+        v = get("kube-side-by-side", "shapes", shape, "ratio")
+        ok = None if v is None or target is None else v >= target
+        row(f"API server {shape} Berth/kube-sched" + (f" >= {target:g}" if target else ""), v, "{:.2f}", ok)
+    v = get("kube-side-by-side", "shapes", "SchedulingBasic", "cpu_ratio")
+    row("API server SchedulingBasic CPU/1000 pods <= 1.5x", v, "{:.2f}x", None if v is None else v <= 1.5)
+    v = get("dra-throughput", "berth_in_process", "median_pods_per_second")
+    at_size = get("dra-throughput", "nodes") == 500  # --quick's 50 nodes say nothing about the floor
+    row("DRA 500 nodes, 1 claim/pod >= 40 pods/s", v, "{:.0f} pods/s", None if v is None or not at_size else v >= 40)
+    v = get("dra-throughput", "ratio_berth_over_kube_scheduler")
+    row("DRA real API server: Berth/kube-scheduler", v, "{:.2f}", None if v is None else v >= 1)
     v = get("memory", "rss_mib")
     row("RSS 5000 nodes + 50000 pods <= 600 MiB", v, "{:.0f} MiB", None if v is None else v <= 600)
     return rows

@@ -235,3 +235,107 @@ WORKLOADS = {
     "spread": spread,
     "anti-affinity": anti_affinity,
 }
+
+
+# ---------------------------------------------------------------- scheduler_perf
+# kube-scheduler's own templates (test/integration/scheduler_perf/templates at
+# v1.34.4), ported as dictionaries for the side-by-side on a real API server
+# (bench/kube.py). Priorities go through PriorityClasses (PERF_PRIORITY_CLASSES)
+# because the API server's Priority admission rejects a bare ``priority``;
+# scheduler_perf's own apiserver runs without that plugin.
+
+PERF_PRIORITY_CLASSES = {"perf-high": 10}
+
+
+def perf_node(i: int) -> dict[str, Any]:
+    """templates/node-default.yaml (4 CPU, 32Gi, 110 pods, Ready) with the
+    hostname label a kubelet sets and the zone labels TopologySpreading's
+    labelNodePrepareStrategy adds (three values, round-robin)."""
+    n = node(i)
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}]
+    return n
+
+
+def _perf_container(cpu: str, memory: str = "500Mi", limits: bool = True) -> dict[str, Any]:
+    res: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        res["limits"] = dict(res["requests"])
+    return {
+        "name": "pause",
+        "image": "registry.k8s.io/pause:3.10.1",
+        "ports": [{"containerPort": 80}],
+        "resources": res,
+    }
+
+
+def perf_pod(template: str, name: str, namespace: str, scheduler_name: str) -> dict[str, Any]:
+    """One pod of a scheduler_perf template: ``default`` (pod-default.yaml),
+    ``low-priority``, ``high-priority``, ``high-priority-large-cpu``,
+    ``topology-spreading`` (pod-with-topology-spreading.yaml) or
+    ``anti-affinity`` (pod-with-pod-anti-affinity.yaml)."""
+    labels: dict[str, str] = {}
+    spec: dict[str, Any] = {"schedulerName": scheduler_name}
+    if template == "default":
+        spec["containers"] = [_perf_container("100m")]
+    elif template == "low-priority":
+        spec["terminationGracePeriodSeconds"] = 0
+        spec["containers"] = [_perf_container("900m")]
+    elif template == "high-priority":
+        spec["priorityClassName"] = "perf-high"
+        spec["containers"] = [_perf_container("3000m")]
+    elif template == "high-priority-large-cpu":
+        spec["priorityClassName"] = "perf-high"
+        spec["containers"] = [_perf_container("9", limits=False)]
+    elif template == "topology-spreading":
+        labels["color"] = "blue"
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 5,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"color": "blue"}},
+            }
+        ]
+        spec["containers"] = [_perf_container("100m")]
+    elif template == "anti-affinity":
+        labels["color"] = "green"
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"color": "green"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                        "namespaces": ["sched-1", "sched-0"],
+                    }
+                ]
+            }
+        }
+        spec["containers"] = [_perf_container("100m")]
+    else:
+        raise ValueError(f"unknown scheduler_perf template {template!r}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def perf_churn_node(name: str) -> dict[str, Any]:
+    """templates/churn/node-default.yaml: a Ready node with room for no pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"capacity": {"pods": "0"}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def perf_churn_service(name: str, namespace: str) -> dict[str, Any]:
+    """templates/churn/service-default.yaml."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": "foo"}, "ports": [{"protocol": "TCP", "port": 8080, "targetPort": 8080}]},
+    }
