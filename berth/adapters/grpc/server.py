@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
 import grpc
@@ -36,9 +36,16 @@ log = logging.getLogger(__name__)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+T = TypeVar("T")
 
 #: Checks a gRPC configuration before any port is bound (ConfigError).
 validate = security.validate
+
+
+def _each(items: Iterable[Any], conv: Callable[[Any, str], T], field: str) -> list[T]:
+    """Every message of a repeated field converted, each error naming its
+    element (``budgets[3].spec...``): the Cluster feed's upserts."""
+    return [conv(x, f"{field}[{i}]") for i, x in enumerate(items)]
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
@@ -184,19 +191,19 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertPodGroups(
         self, request: cluster_pb2.UpsertPodGroupsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        groups = [convert.podgroup_from_pb(g, f"groups[{i}]") for i, g in enumerate(request.groups)]
+        groups = _each(request.groups, convert.podgroup_from_pb, "groups")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pod_groups(groups))
 
     async def UpsertPodDisruptionBudgets(
         self, request: cluster_pb2.UpsertPodDisruptionBudgetsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        budgets = [convert.pdb_from_pb(b, f"budgets[{i}]") for i, b in enumerate(request.budgets)]
+        budgets = _each(request.budgets, convert.pdb_from_pb, "budgets")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pdbs(budgets))
 
     async def UpsertNamespaces(
         self, request: cluster_pb2.UpsertNamespacesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        namespaces = [convert.namespace_from_pb(n, f"namespaces[{i}]") for i, n in enumerate(request.namespaces)]
+        namespaces = _each(request.namespaces, convert.namespace_from_pb, "namespaces")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_namespaces(namespaces))
 
     async def DeleteNamespaces(
@@ -209,7 +216,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertPersistentVolumes(
         self, request: cluster_pb2.UpsertPersistentVolumesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        pvs = [convert.pv_from_pb(v, f"persistent_volumes[{i}]") for i, v in enumerate(request.persistent_volumes)]
+        pvs = _each(request.persistent_volumes, convert.pv_from_pb, "persistent_volumes")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_persistent_volumes(pvs))
 
     async def DeletePersistentVolumes(
@@ -220,10 +227,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertPersistentVolumeClaims(
         self, request: cluster_pb2.UpsertPersistentVolumeClaimsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        claims = [
-            convert.pvc_from_pb(c, f"persistent_volume_claims[{i}]")
-            for i, c in enumerate(request.persistent_volume_claims)
-        ]
+        claims = _each(request.persistent_volume_claims, convert.pvc_from_pb, "persistent_volume_claims")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_persistent_volume_claims(claims))
 
     async def DeletePersistentVolumeClaims(
@@ -235,9 +239,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertStorageClasses(
         self, request: cluster_pb2.UpsertStorageClassesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        classes = [
-            convert.storage_class_from_pb(c, f"storage_classes[{i}]") for i, c in enumerate(request.storage_classes)
-        ]
+        classes = _each(request.storage_classes, convert.storage_class_from_pb, "storage_classes")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_storage_classes(classes))
 
     async def DeleteStorageClasses(
@@ -248,7 +250,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertCSINodes(
         self, request: cluster_pb2.UpsertCSINodesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        objs = [convert.csi_node_from_pb(n, f"csi_nodes[{i}]") for i, n in enumerate(request.csi_nodes)]
+        objs = _each(request.csi_nodes, convert.csi_node_from_pb, "csi_nodes")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_csi_nodes(objs))
 
     async def DeleteCSINodes(
@@ -261,9 +263,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertDeviceClasses(
         self, request: cluster_pb2.UpsertDeviceClassesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        classes = [
-            convert.device_class_from_pb(c, f"device_classes[{i}]") for i, c in enumerate(request.device_classes)
-        ]
+        classes = _each(request.device_classes, convert.device_class_from_pb, "device_classes")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_device_classes(classes))
 
     async def DeleteDeviceClasses(
@@ -274,9 +274,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertResourceSlices(
         self, request: cluster_pb2.UpsertResourceSlicesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        slices = [
-            convert.resource_slice_from_pb(s, f"resource_slices[{i}]") for i, s in enumerate(request.resource_slices)
-        ]
+        slices = _each(request.resource_slices, convert.resource_slice_from_pb, "resource_slices")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_resource_slices(slices))
 
     async def DeleteResourceSlices(
@@ -287,9 +285,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     async def UpsertResourceClaims(
         self, request: cluster_pb2.UpsertResourceClaimsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
-        claims = [
-            convert.resource_claim_from_pb(c, f"resource_claims[{i}]") for i, c in enumerate(request.resource_claims)
-        ]
+        claims = _each(request.resource_claims, convert.resource_claim_from_pb, "resource_claims")
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_resource_claims(claims))
 
     async def DeleteResourceClaims(
