@@ -246,6 +246,28 @@ class NodeVerdicts:
     def fail_where(cls, failed: BoolArray, status: Status) -> NodeVerdicts:
         return cls(~failed, [status])
 
+    @classmethod
+    def per_node(cls, statuses: Iterable[Status | None]) -> NodeVerdicts:
+        """Verdicts from one status per row (None or a success: the row
+        passes), equal failure statuses sharing one entry: for plugins
+        that judge node by node."""
+        failures: list[Status] = []
+        index: dict[Status, int] = {}
+        ok_list: list[bool] = []
+        reasons: list[int] = []
+        for st in statuses:
+            if st is None or st.ok:
+                ok_list.append(True)
+                reasons.append(0)
+                continue
+            i = index.get(st)
+            if i is None:
+                i = index[st] = len(failures)
+                failures.append(st)
+            ok_list.append(False)
+            reasons.append(i)
+        return cls(np.array(ok_list, dtype=bool), failures, np.array(reasons, dtype=np.int32))
+
     def status_at(self, k: int) -> Status:
         if self.ok[k]:
             return SUCCESS
@@ -438,23 +460,12 @@ class NodeFilter:
         raise NotImplementedError
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> NodeVerdicts:
-        statuses: list[Status] = []
-        index: dict[Status, int] = {}
-        ok = np.ones(len(rows), dtype=bool)
-        reason = np.zeros(len(rows), dtype=np.int32)
-        for k, row in enumerate(rows.tolist()):
+        def judge(row: int) -> Status:
             info = nodes.infos[row]
             assert info is not None
-            st = self.filter_node(state, pod, info)
-            if st.ok:
-                continue
-            ok[k] = False
-            i = index.get(st)
-            if i is None:
-                i = index[st] = len(statuses)
-                statuses.append(st)
-            reason[k] = i
-        return NodeVerdicts(ok, statuses, reason)
+            return self.filter_node(state, pod, info)
+
+        return NodeVerdicts.per_node(judge(row) for row in rows.tolist())
 
 
 class NodeScorer:

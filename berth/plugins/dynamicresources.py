@@ -282,21 +282,7 @@ class DynamicResources:
             return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
         if not s.claims:
             return fw.NodeVerdicts.all_ok(n)
-        ok = np.ones(n, dtype=bool)
-        reason = np.zeros(n, dtype=np.int32)
-        statuses: list[fw.Status] = []
-        index: dict[fw.Status, int] = {}
-        for k, row in enumerate(rows.tolist()):
-            st = self._filter_node(s, nodes.node(row))
-            if st.ok:
-                continue
-            ok[k] = False
-            i = index.get(st)
-            if i is None:
-                i = index[st] = len(statuses)
-                statuses.append(st)
-            reason[k] = i
-        return fw.NodeVerdicts(ok, statuses, reason)
+        return fw.NodeVerdicts.per_node(self._filter_node(s, nodes.node(row)) for row in rows.tolist())
 
     def _filter_node(self, s: _State, node: model.Node) -> fw.Status:
         unavailable = [

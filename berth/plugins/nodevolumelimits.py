@@ -184,24 +184,14 @@ class NodeVolumeLimits:
         volumes = self.handle.volumes if self.handle is not None else None
         if volumes is None:
             return fw.NodeVerdicts.all_ok(n)
-        statuses: list[fw.Status] = [self._exceeded]
-        index: dict[fw.Status, int] = {self._exceeded: 0}
-        ok = np.ones(n, dtype=bool)
-        reason = np.zeros(n, dtype=np.int32)
-        for k, row in enumerate(rows.tolist()):
+
+        def judge(row: int) -> fw.Status | None:
             info = nodes.infos[row]
             if info is None or info.node is None:
-                continue
-            st = self._filter_node(pod, info.name, info.pods.values(), volumes)
-            if st is None:
-                continue
-            ok[k] = False
-            i = index.get(st)
-            if i is None:
-                i = index[st] = len(statuses)
-                statuses.append(st)
-            reason[k] = i
-        return fw.NodeVerdicts(ok, statuses, reason)
+                return None
+            return self._filter_node(pod, info.name, info.pods.values(), volumes)
+
+        return fw.NodeVerdicts.per_node(judge(row) for row in rows.tolist())
 
     def _filter_node(
         self, pod: PodInfo, node: str, placed: Iterable[PodInfo], volumes: VolumeLister
