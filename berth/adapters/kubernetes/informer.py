@@ -95,6 +95,11 @@ class Handlers(Generic[T]):
         self.on_update = on_update
         self.on_delete = on_delete
 
+    @classmethod
+    def mirror(cls, put: Callable[[T], None], remove: Callable[[T], None]) -> Handlers[T]:
+        """An add or an update stores the newest object; a delete removes it."""
+        return cls(on_add=put, on_update=lambda _old, new: put(new), on_delete=remove)
+
 
 ListCall = Callable[..., Awaitable[Any]]
 

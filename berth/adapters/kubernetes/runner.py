@@ -92,19 +92,11 @@ class KubernetesRunner:
 
     def _pod_handlers(self) -> Handlers[model.Pod]:
         core, source = self.core, self.source
-        return Handlers(
-            on_add=lambda p: core.on_pod(p, source=source),
-            on_update=lambda old, new: core.on_pod(new, source=source),
-            on_delete=core.on_pod_delete,
-        )
+        return Handlers.mirror(lambda p: core.on_pod(p, source=source), core.on_pod_delete)
 
     def _node_handlers(self) -> Handlers[model.Node]:
         core = self.core
-        return Handlers(
-            on_add=core.on_node,
-            on_update=lambda old, new: core.on_node(new),
-            on_delete=lambda n: core.on_node_delete(n.metadata.name),
-        )
+        return Handlers.mirror(core.on_node, lambda n: core.on_node_delete(n.metadata.name))
 
     def _workload_informer(self, name: str, list_call: Any, kind: type[model.Workload]) -> Informer[Any]:
         core = self.core
@@ -112,10 +104,8 @@ class KubernetesRunner:
             name,
             list_call,
             kind,
-            Handlers(
-                on_add=core.on_workload,
-                on_update=lambda old, new: core.on_workload(new),
-                on_delete=lambda w: core.on_workload_delete(w.kind, w.metadata.namespace, w.metadata.name),
+            Handlers.mirror(
+                core.on_workload, lambda w: core.on_workload_delete(w.kind, w.metadata.namespace, w.metadata.name)
             ),
         )
 
@@ -170,40 +160,30 @@ class KubernetesRunner:
                 "deviceclasses",
                 resource.list_device_class,
                 dra.DeviceClass,
-                Handlers(
-                    on_add=core.on_device_class,
-                    on_update=lambda old, new: core.on_device_class(new),
-                    on_delete=lambda c: core.on_device_class_delete(c.metadata.name),
-                ),
+                Handlers.mirror(core.on_device_class, lambda c: core.on_device_class_delete(c.metadata.name)),
             ),
             Informer(
                 "resourceslices",
                 resource.list_resource_slice,
                 dra.ResourceSlice,
-                Handlers(
-                    on_add=core.on_resource_slice,
-                    on_update=lambda old, new: core.on_resource_slice(new),
-                    on_delete=lambda s: core.on_resource_slice_delete(s.metadata.name),
-                ),
+                Handlers.mirror(core.on_resource_slice, lambda s: core.on_resource_slice_delete(s.metadata.name)),
             ),
             Informer(
                 "resourceclaimtemplates",
                 resource.list_resource_claim_template_for_all_namespaces,
                 dra.ResourceClaimTemplate,
-                Handlers(
-                    on_add=core.on_resource_claim_template,
-                    on_update=lambda old, new: core.on_resource_claim_template(new),
-                    on_delete=lambda t: core.on_resource_claim_template_delete(t.metadata.namespace, t.metadata.name),
+                Handlers.mirror(
+                    core.on_resource_claim_template,
+                    lambda t: core.on_resource_claim_template_delete(t.metadata.namespace, t.metadata.name),
                 ),
             ),
             Informer(
                 "resourceclaims",
                 resource.list_resource_claim_for_all_namespaces,
                 dra.ResourceClaim,
-                Handlers(
-                    on_add=lambda c: core.on_resource_claim(c, source=source),
-                    on_update=lambda old, new: core.on_resource_claim(new, source=source),
-                    on_delete=lambda c: core.on_resource_claim_delete(c.metadata.namespace, c.metadata.name),
+                Handlers.mirror(
+                    lambda c: core.on_resource_claim(c, source=source),
+                    lambda c: core.on_resource_claim_delete(c.metadata.namespace, c.metadata.name),
                 ),
             ),
         ]
@@ -220,60 +200,45 @@ class KubernetesRunner:
                 "storageclasses",
                 st.list_storage_class,
                 storage.StorageClass,
-                Handlers(
-                    on_add=core.on_storage_class,
-                    on_update=lambda old, new: core.on_storage_class(new),
-                    on_delete=lambda o: core.on_storage_class_delete(o.metadata.name),
-                ),
+                Handlers.mirror(core.on_storage_class, lambda o: core.on_storage_class_delete(o.metadata.name)),
             ),
             Informer(
                 "csidrivers",
                 st.list_csi_driver,
                 storage.CSIDriver,
-                Handlers(
-                    on_add=core.on_csi_driver,
-                    on_update=lambda old, new: core.on_csi_driver(new),
-                    on_delete=lambda o: core.on_csi_driver_delete(o.metadata.name),
-                ),
+                Handlers.mirror(core.on_csi_driver, lambda o: core.on_csi_driver_delete(o.metadata.name)),
             ),
             Informer(
                 "csinodes",
                 st.list_csi_node,
                 storage.CSINode,
-                Handlers(
-                    on_add=core.on_csi_node,
-                    on_update=lambda old, new: core.on_csi_node(new),
-                    on_delete=lambda o: core.on_csi_node_delete(o.metadata.name),
-                ),
+                Handlers.mirror(core.on_csi_node, lambda o: core.on_csi_node_delete(o.metadata.name)),
             ),
             Informer(
                 "csistoragecapacities",
                 st.list_csi_storage_capacity_for_all_namespaces,
                 storage.CSIStorageCapacity,
-                Handlers(
-                    on_add=core.on_csi_storage_capacity,
-                    on_update=lambda old, new: core.on_csi_storage_capacity(new),
-                    on_delete=lambda o: core.on_csi_storage_capacity_delete(o.metadata.namespace, o.metadata.name),
+                Handlers.mirror(
+                    core.on_csi_storage_capacity,
+                    lambda o: core.on_csi_storage_capacity_delete(o.metadata.namespace, o.metadata.name),
                 ),
             ),
             Informer(
                 "persistentvolumes",
                 core_v1.list_persistent_volume,
                 storage.PersistentVolume,
-                Handlers(
-                    on_add=lambda o: core.on_persistent_volume(o, source=source),
-                    on_update=lambda old, new: core.on_persistent_volume(new, source=source),
-                    on_delete=lambda o: core.on_persistent_volume_delete(o.metadata.name),
+                Handlers.mirror(
+                    lambda o: core.on_persistent_volume(o, source=source),
+                    lambda o: core.on_persistent_volume_delete(o.metadata.name),
                 ),
             ),
             Informer(
                 "persistentvolumeclaims",
                 core_v1.list_persistent_volume_claim_for_all_namespaces,
                 storage.PersistentVolumeClaim,
-                Handlers(
-                    on_add=lambda o: core.on_persistent_volume_claim(o, source=source),
-                    on_update=lambda old, new: core.on_persistent_volume_claim(new, source=source),
-                    on_delete=lambda o: core.on_persistent_volume_claim_delete(o.metadata.namespace, o.metadata.name),
+                Handlers.mirror(
+                    lambda o: core.on_persistent_volume_claim(o, source=source),
+                    lambda o: core.on_persistent_volume_claim_delete(o.metadata.namespace, o.metadata.name),
                 ),
             ),
         ]
@@ -290,11 +255,7 @@ class KubernetesRunner:
                 "namespaces",
                 core_v1.list_namespace,
                 model.Namespace,
-                Handlers(
-                    on_add=core.on_namespace,
-                    on_update=lambda old, new: core.on_namespace(new),
-                    on_delete=lambda n: core.on_namespace_delete(n.metadata.name),
-                ),
+                Handlers.mirror(core.on_namespace, lambda n: core.on_namespace_delete(n.metadata.name)),
             ),
             Informer("nodes", core_v1.list_node, model.Node, self._node_handlers()),
             Informer(
@@ -309,11 +270,7 @@ class KubernetesRunner:
                 "poddisruptionbudgets",
                 policy.list_pod_disruption_budget_for_all_namespaces,
                 model.PodDisruptionBudget,
-                Handlers(
-                    on_add=core.on_pdb,
-                    on_update=lambda old, new: core.on_pdb(new),
-                    on_delete=lambda b: core.on_pdb_delete(b.metadata.namespace, b.metadata.name),
-                ),
+                Handlers.mirror(core.on_pdb, lambda b: core.on_pdb_delete(b.metadata.namespace, b.metadata.name)),
             ),
             # Selectors only: PodTopologySpread's default constraints (as
             # kube-scheduler's plugin takes these four listers, plugin.go setListers).
