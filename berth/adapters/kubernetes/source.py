@@ -216,9 +216,7 @@ class KubernetesSource:
             md.name,
             md.namespace,
             body,
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            **_MERGE_PATCH,
         )
         return await _claim_from(resp, md.name)
 
@@ -236,9 +234,7 @@ class KubernetesSource:
             md.name,
             md.namespace,
             {"metadata": {"resourceVersion": md.resource_version}, "status": patch},
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            **_MERGE_PATCH,
         )
         return await _claim_from(resp, md.name)
 
@@ -254,9 +250,7 @@ class KubernetesSource:
         resp = await self.core_v1.patch_persistent_volume(
             md.name,
             body,
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            **_MERGE_PATCH,
         )
         return await _object_from(resp, storage.PersistentVolume, f'persistentvolumes "{md.name}"')
 
@@ -267,9 +261,7 @@ class KubernetesSource:
             md.name,
             md.namespace,
             body,
-            _content_type="application/merge-patch+json",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            **_MERGE_PATCH,
         )
         return await _object_from(resp, storage.PersistentVolumeClaim, f'persistentvolumeclaims "{md.name}"')
 
@@ -312,6 +304,14 @@ class _Status(msgspec.Struct):
 T = TypeVar("T")
 
 
+#: A JSON merge patch (carrying resourceVersion where it must not race), read raw.
+_MERGE_PATCH: dict[str, Any] = {
+    "_content_type": "application/merge-patch+json",
+    "_preload_content": False,
+    "_request_timeout": REQUEST_TIMEOUT_SECONDS,
+}
+
+
 async def _object_from(resp: Any, typ: type[T], what: str) -> T:
     """The object in a raw response, or the error its HTTP status says."""
     try:
@@ -341,19 +341,4 @@ def _consumer(ref: dra.ResourceClaimConsumerReference) -> dict[str, str]:
 
 
 async def _claim_from(resp: Any, name: str) -> dra.ResourceClaim:
-    """The claim in a raw response, or the error its HTTP status says."""
-    try:
-        status, data = resp.status, await resp.read()
-    finally:
-        resp.release()
-    if 200 <= status <= 299:
-        return msgspec.json.decode(data, type=dra.ResourceClaim)
-    try:
-        message = msgspec.json.decode(data, type=_Status).message
-    except msgspec.DecodeError:
-        message = data.decode(errors="replace")[:300]
-    if status == 404:
-        raise NotFound(message or f'resourceclaims.resource.k8s.io "{name}" not found')
-    if status == 409:
-        raise Conflict(message)
-    raise RuntimeError(f"resourceclaim {name}: HTTP {status}: {message}")
+    return await _object_from(resp, dra.ResourceClaim, f'resourceclaims.resource.k8s.io "{name}"')
