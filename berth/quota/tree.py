@@ -337,7 +337,11 @@ class QueueTree:
         self._recount(pi.uid)
 
     def pending_entered(self, pi: PodInfo) -> None:
-        """The scheduling queue holds ``pi`` (new, or a newer version)."""
+        """The scheduling queue holds ``pi`` (new, or a newer version).
+        Without queues nothing is kept: a reload that adds some re-enters
+        every pending pod (``Scheduler.queues_changed`` relanes the queue)."""
+        if not self._queues:
+            return
         self.pending_left(pi.uid, release=False)
         leaf = self.lane_of(pi.pod)
         self._pending[pi.uid] = (pi, leaf)

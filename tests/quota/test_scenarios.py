@@ -315,3 +315,14 @@ async def test_victims_still_terminating_are_waited_for_not_added_to(lag: float,
         assert (bound_in(berth, "a"), bound_in(berth, "b")) == (8, 8)
         beyond = berth.decision("default/b9").message
         assert beyond.endswith("queue b: cpu 9/8 over guaranteed, so nothing is reclaimed for it.")
+
+
+async def test_queues_added_by_a_reload_see_the_pods_already_waiting() -> None:
+    async with running() as berth:
+        cluster(berth, nodes=1, cpu="1")
+        berth.pods(*(queued(f"q{i}", "q") for i in range(3)))
+        await berth.settle()
+        berth.core.reload_queues([QueueSpec(name="q", max={"cpu": "5"})])
+        status = berth.core.quota.get("q")
+        assert status is not None
+        assert (status.allocated, status.pending_pods, status.pending) == ({"cpu": 1000}, 2, {"cpu": 2000})
