@@ -53,9 +53,11 @@ e2e: install e2e-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m e2e tests/e2e tests/helm
 
 # The differential conformance suite's large sample: Berth against the real
-# kube-scheduler on 5 seeded random clusters of 20 nodes, 40 pods each (tests/conformance;
-# `make test` runs one cluster of 20 pods, which must agree completely).
-# BERTH_CONFORMANCE_SEED/_CLUSTERS/_PODS/_NODES change the sample.
+# kube-scheduler on 5 seeded random clusters of 20 nodes, 40 pods each, about
+# 30 % of them with ResourceClaims (tests/conformance; `make test` runs one
+# cluster of 20 pods, which must agree completely).
+# BERTH_CONFORMANCE_SEED/_CLUSTERS/_PODS/_NODES change the sample, and
+# BERTH_CONFORMANCE_CLAIMS the share of pods with claims (0.8: DRA-heavy).
 conformance: install e2e-deps
 	BERTH_CONFORMANCE_CLUSTERS=$${BERTH_CONFORMANCE_CLUSTERS:-5} BERTH_CONFORMANCE_PODS=$${BERTH_CONFORMANCE_PODS:-40} \
 		BERTH_CONFORMANCE_NODES=$${BERTH_CONFORMANCE_NODES:-20} \

@@ -17,7 +17,8 @@ both topology keys; topology spread constraints incl. minDomains, the
 node policies and matchLabelKeys; images for ImageLocality; persistent
 volume claims (bound local, zonal and CSI volumes, ReadWriteOncePod, unbound
 claims no volume can serve), generic ephemeral volumes and inline disks for
-VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits.
+VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits; and
+ResourceClaims for DynamicResources (:func:`devices` says which shapes).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SECTIONS", "Cluster", "generate"]
+__all__ = ["SECTIONS", "Cluster", "Device", "exactly", "generate", "resource_claim"]
 
 Obj = dict[str, Any]
 
@@ -41,6 +42,11 @@ APPS = ("web", "db", "cache", "batch")
 TIERS = ("frontend", "backend")
 RUNTIME_CLASS = "sandboxed"
 VOLUME_NAMESPACE = "ns-a"
+#: Where the test pods with ResourceClaims run (with their claims and
+#: templates): the volumes' namespace, so one pod may have both.
+DRA_NAMESPACE = VOLUME_NAMESPACE
+#: Where the claims holding devices before any test pod live.
+HELD_NAMESPACE = "ns-c"
 CSI_DRIVER = "csi.example.com"
 WFFC_CLASS, IMMEDIATE_CLASS = "local-wffc", "standard"
 
@@ -74,12 +80,32 @@ TAINTS: tuple[Obj, ...] = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One device of a ResourceSlice: where it is and who may reach it."""
+
+    driver: str
+    pool: str
+    name: str
+    #: The node of a node-local pool, else "".
+    node: str = ""
+    #: The slice's ``nodeSelector`` (a network-attached pool), or None:
+    #: node-local, or ``allNodes``.
+    node_selector: Obj | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)
+
+
 @dataclasses.dataclass
 class Cluster:
     """What :func:`generate` made: the objects to create, in order, and the pods to judge."""
 
     seed: int
     nodes_count: int = 10
+    #: The probability that a test pod has ResourceClaims.
+    claim_share: float = 0.3
     nodes: list[Obj] = dataclasses.field(default_factory=list)
     namespaces: list[Obj] = dataclasses.field(default_factory=list)
     #: Everything else the cluster holds before the test pods (RuntimeClasses,
@@ -88,6 +114,15 @@ class Cluster:
     test_pods: list[Obj] = dataclasses.field(default_factory=list)
     #: Claims (all in :data:`VOLUME_NAMESPACE`) test pods may mount.
     claims: list[str] = dataclasses.field(default_factory=list)
+    #: Every device the ResourceSlices publish (:func:`devices`).
+    devices: list[Device] = dataclasses.field(default_factory=list)
+    #: (driver, pool, device) allocated to a claim before any test pod.
+    held: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
+    #: Test pod name -> the ResourceClaims it names by ``resourceClaimName``,
+    #: created just before the pod and deleted with it (so each pod finds
+    #: them as generated, whatever kube-scheduler did to them for the
+    #: previous pod); a pre-allocated one carries the ``status`` to write.
+    pod_claims: dict[str, list[Obj]] = dataclasses.field(default_factory=dict)
 
     @property
     def running_pods(self) -> list[Obj]:
@@ -314,10 +349,247 @@ def _inline_disk(rng: random.Random) -> Obj:
     return {"name": "disk", "gcePersistentDisk": disk}
 
 
-def generate(seed: int, *, nodes_count: int = 10, pods: int = 20) -> Cluster:
-    """A cluster and ``pods`` test pods, the same for the same arguments."""
+# ---------------------------------------------------------------- devices
+
+GPU_DRIVER, NIC_DRIVER, NET_DRIVER = "gpu.example.com", "nic.example.com", "net.example.com"
+#: A fully qualified attribute both GPUs and NICs carry, so ``matchAttribute``
+#: can pair devices of two drivers.
+NUMA = "example.com/numa"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+#: model -> memory capacity, driver version.
+GPU_MODELS: dict[str, tuple[str, str]] = {
+    "A100": ("80Gi", "1.4.2"),
+    "H100": ("80Gi", "2.0.0"),
+    "L4": ("24Gi", "1.6.0-rc.1"),
+    "T4": ("16Gi", "1.2.0"),
+}
+#: Class name -> its CEL selectors: the driver, and for "gpu-large" an
+#: attribute selector besides.
+DEVICE_CLASSES: dict[str, tuple[str, ...]] = {
+    "gpu": (f'device.driver == "{GPU_DRIVER}"',),
+    "gpu-large": (
+        f'device.driver == "{GPU_DRIVER}"',
+        f'device.capacity["{GPU_DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0',
+    ),
+    "nic": (f'device.driver == "{NIC_DRIVER}"',),
+    "net": (f'device.driver == "{NET_DRIVER}"',),
+}
+_G = f'device.attributes["{GPU_DRIVER}"]'
+#: Request selectors for GPUs: attributes (string, int, version through
+#: semver) and capacity (quantity), one that matches nothing.
+GPU_SELECTORS = (
+    f'{_G}.model == "A100"',
+    f'{_G}.model in ["H100", "L4"]',
+    f'device.capacity["{GPU_DRIVER}"].memory.compareTo(quantity("20Gi")) > 0',
+    f'{_G}.driverVersion.isGreaterThan(semver("1.5.0"))',
+    'device.attributes["example.com"].numa == 1',
+    f'cel.bind(g, {_G}, g.model != "T4" && g.driverVersion.major() >= 1)',
+    f'{_G}.model == "B200"',  # no such GPU
+)
+
+
+def devices(rng: random.Random, c: Cluster) -> None:
+    """DRA: DeviceClasses (:data:`DEVICE_CLASSES`), the ResourceSlices
+    drivers would publish — GPUs (model string, memory capacity, NUMA int,
+    driver version) and NICs (NUMA) in node-local pools on a subset of the
+    nodes, network-attached devices in a pool for one zone's nodes
+    (``nodeSelector``) and one for all nodes — and claims in
+    :data:`HELD_NAMESPACE` that hold some of the devices already (their
+    ``status`` is what kube-scheduler would have written, so "all matching
+    devices are allocated" comes up).
+
+    Test pods then get claims (:func:`_pod_resource_claims`) from templates
+    or pre-created; the cluster's objects never change while pods are judged.
+    """
+    for name, selectors in DEVICE_CLASSES.items():
+        c.objects.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": e}} for e in selectors]},
+            }
+        )
+    for node in c.nodes:
+        name = node["metadata"]["name"]
+        if rng.random() < 0.6:
+            gpus = []
+            for k in range(rng.choice((1, 2, 2, 4))):
+                model = rng.choice(list(GPU_MODELS))
+                memory, version = GPU_MODELS[model]
+                gpus.append(
+                    {
+                        "name": f"gpu-{k}",
+                        "attributes": {
+                            "model": {"string": model},
+                            "driverVersion": {"version": version},
+                            NUMA: {"int": k % 2},
+                        },
+                        "capacity": {"memory": {"value": memory}},
+                    }
+                )
+            c.objects.append(_slice(c, f"{name}-gpu", GPU_DRIVER, name, gpus, nodeName=name))
+        if rng.random() < 0.35:
+            nics = [{"name": f"nic-{k}", "attributes": {NUMA: {"int": k}}} for k in range(rng.choice((1, 2)))]
+            c.objects.append(_slice(c, f"{name}-nic", NIC_DRIVER, name, nics, nodeName=name))
+    zone = rng.choice(ZONES)
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}
+    net = [{"name": f"port-{k}", "attributes": {"bandwidth": {"int": rng.choice((100, 400))}}} for k in range(2)]
+    c.objects.append(_slice(c, "net-rack", NET_DRIVER, f"rack-{zone}", net, nodeSelector=selector))
+    shared = [{"name": "port-0", "attributes": {"bandwidth": {"int": 10}}}]
+    c.objects.append(_slice(c, "net-shared", NET_DRIVER, "shared", shared, allNodes=True))
+
+    # Claims holding a quarter of the devices (unused: reserved for no pod,
+    # so the resourceclaim controller leaves them allocated).
+    held = [d for d in c.devices if rng.random() < 0.25]
+    for k, d in enumerate(held):
+        cls = {GPU_DRIVER: "gpu", NIC_DRIVER: "nic", NET_DRIVER: "net"}[d.driver]
+        claim = resource_claim(f"held-{k}", HELD_NAMESPACE, {"requests": [exactly("dev", cls)]})
+        claim["status"] = _allocation([("dev", d)])
+        c.objects.append(claim)
+        c.held.add(d.key)
+
+
+def _slice(c: Cluster, name: str, driver: str, pool: str, devs: list[Obj], **where: Any) -> Obj:
+    node = where.get("nodeName", "")
+    c.devices += [Device(driver, pool, d["name"], node, where.get("nodeSelector")) for d in devs]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            **where,
+            "devices": devs,
+        },
+    }
+
+
+def resource_claim(name: str, ns: str, devices_spec: Obj) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": devices_spec},
+    }
+
+
+def exactly(name: str, cls: str, count: int = 1, selector: str = "", *, all_devices: bool = False) -> Obj:
+    exactly: Obj = {"deviceClassName": cls}
+    if all_devices:
+        exactly["allocationMode"] = "All"
+    elif count != 1:
+        exactly["count"] = count
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"name": name, "exactly": exactly}
+
+
+def _allocation(results: list[tuple[str, Device]]) -> Obj:
+    """``status.allocation`` as kube-scheduler writes it: the devices, and the
+    nodes that reach them (one node by name, the pool's selector, or none for
+    ``allNodes``)."""
+    allocation: Obj = {
+        "devices": {
+            "results": [{"request": req, "driver": d.driver, "pool": d.pool, "device": d.name} for req, d in results]
+        }
+    }
+    d = results[0][1]
+    if d.node:
+        terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [d.node]}]}]
+        allocation["nodeSelector"] = {"nodeSelectorTerms": terms}
+    elif d.node_selector is not None:
+        allocation["nodeSelector"] = copy.deepcopy(d.node_selector)
+    return {"allocation": allocation}
+
+
+def _claim_devices(rng: random.Random) -> Obj:
+    """A claim's ``spec.devices`` of one of several shapes, some of which no
+    node can satisfy."""
+    match rng.randrange(10):
+        case 0 | 1:  # one GPU, perhaps by attribute
+            sel = rng.choice(("", *GPU_SELECTORS))
+            return {"requests": [exactly("gpu", rng.choice(("gpu", "gpu", "gpu-large")), 1, sel)]}
+        case 2:  # two GPUs of one model
+            out: Obj = {"requests": [exactly("gpu", "gpu", 2, rng.choice(("", GPU_SELECTORS[5])))]}
+            if rng.random() < 0.6:
+                out["constraints"] = [{"requests": ["gpu"], "matchAttribute": f"{GPU_DRIVER}/model"}]
+            return out
+        case 3:  # every matching GPU of the node
+            return {"requests": [exactly("gpu", "gpu", selector=rng.choice(GPU_SELECTORS[:5]), all_devices=True)]}
+        case 4:  # the best GPU there is, in order of preference
+            subs = [
+                {"name": "h100s", "deviceClassName": "gpu", "count": 2, "selectors": _cel(f'{_G}.model == "H100"')},
+                {"name": "large", "deviceClassName": "gpu-large"},
+                {"name": "any", "deviceClassName": "gpu", "selectors": _cel(rng.choice(GPU_SELECTORS[1:4]))},
+            ]
+            return {"requests": [{"name": "gpu", "firstAvailable": subs[rng.randrange(2) :]}]}
+        case 5:  # a GPU and a NIC on the same NUMA node
+            return {
+                "requests": [exactly("gpu", "gpu"), exactly("nic", "nic")],
+                "constraints": [{"matchAttribute": NUMA}],
+            }
+        case 6:  # a network-attached port
+            sel = rng.choice(("", 'device.attributes["net.example.com"].bandwidth >= 100'))
+            return {"requests": [exactly("port", "net", 1, sel)]}
+        case 7:  # more GPUs than any node has
+            return {"requests": [exactly("gpu", "gpu", rng.choice((5, 8)))]}
+        case 8:  # two requests of one claim: a large GPU and any other
+            return {"requests": [exactly("big", "gpu-large"), exactly("small", "gpu", 1, rng.choice(GPU_SELECTORS))]}
+        case _:  # a class that does not exist (PreFilter), or nothing matches
+            if rng.random() < 0.3:
+                return {"requests": [exactly("tpu", "tpu")]}
+            return {"requests": [exactly("gpu", "gpu", 1, GPU_SELECTORS[-1])]}
+
+
+def _cel(expression: str) -> list[Obj]:
+    return [{"cel": {"expression": expression}}]
+
+
+def _pod_resource_claims(rng: random.Random, c: Cluster, pod: str) -> list[Obj]:
+    """``spec.resourceClaims`` of a test pod: one or two claims, each from a
+    ResourceClaimTemplate (added to the cluster), pre-created for the pod
+    (:attr:`Cluster.pod_claims`), or pre-created and already allocated on a
+    node (kube-scheduler's status on a free device: the pod is pinned to
+    where the device is)."""
+    refs: list[Obj] = []
+    used: set[tuple[str, str, str]] = set()
+    for k in range(rng.choice((1, 1, 1, 2))):
+        ref, name = f"claim-{k}", f"{pod}-claim-{k}"
+        r = rng.random()
+        free = [d for d in c.devices if d.key not in c.held and d.key not in used and d.driver != NIC_DRIVER]
+        if r < 0.45:
+            template = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": DRA_NAMESPACE},
+                "spec": {"spec": {"devices": _claim_devices(rng)}},
+            }
+            c.objects.append(template)
+            refs.append({"name": ref, "resourceClaimTemplateName": name})
+            continue
+        if r < 0.8 or not free:
+            claim = resource_claim(name, DRA_NAMESPACE, _claim_devices(rng))
+        else:
+            d = rng.choice(free)
+            used.add(d.key)
+            cls = "gpu" if d.driver == GPU_DRIVER else "net"
+            claim = resource_claim(name, DRA_NAMESPACE, {"requests": [exactly("dev", cls)]})
+            claim["metadata"]["finalizers"] = [DELETE_PROTECTION]
+            claim["status"] = _allocation([("dev", d)])
+        c.pod_claims.setdefault(pod, []).append(claim)
+        refs.append({"name": ref, "resourceClaimName": name})
+    return refs
+
+
+def generate(seed: int, *, nodes_count: int = 10, pods: int = 20, claim_share: float = 0.3) -> Cluster:
+    """A cluster and ``pods`` test pods, the same for the same arguments;
+    about ``claim_share`` of the pods have ResourceClaims."""
+    if not 0 <= claim_share <= 1:
+        raise ValueError(f"claim_share must be within [0, 1], not {claim_share}")
     rng = random.Random(seed)
-    c = Cluster(seed, nodes_count)
+    c = Cluster(seed, nodes_count, claim_share=claim_share)
     for section in SECTIONS:
         section(rng, c)
     c.test_pods = [test_pod(rng, c, i) for i in range(pods)]
@@ -331,6 +603,7 @@ SECTIONS: tuple[Callable[[random.Random, Cluster], None], ...] = (
     runtime_classes,
     running_pods,
     volumes,
+    devices,
 )
 
 
@@ -393,6 +666,10 @@ def test_pod(rng: random.Random, c: Cluster, i: int) -> Obj:
             }
         }
         spec["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]
+    if c.devices and rng.random() < c.claim_share:
+        ns = DRA_NAMESPACE  # where the claims and templates are
+        spec["resourceClaims"] = _pod_resource_claims(rng, c, name)
+        containers[0].setdefault("resources", {})["claims"] = [{"name": r["name"]} for r in spec["resourceClaims"]]
     return _pod(name, ns, labels, spec)
 
 

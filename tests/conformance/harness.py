@@ -19,8 +19,9 @@ kube-controller-manager), where:
    nothing (counted here as 0).
 
    So kube-scheduler does bind the pod. The pods are judged one at a time:
-   once bound (or found unschedulable: no filter call and a
-   ``PodScheduled=False`` condition) the pod is deleted at once and the
+   once bound (or found unschedulable: its first attempt logged ``"Unable
+   to schedule pod; no fit; waiting"`` with the FitError message,
+   schedule_one.go, V(2)) the pod is deleted at once and the
    next one is created only after kube-scheduler logged the pod's
    ``Delete event`` (eventhandlers.go, V(3)), so every pod sees the same
    cluster.
@@ -33,12 +34,34 @@ kube-controller-manager), where:
    RuntimeClass overhead, tolerations, merged matchLabelKeys) — is judged by
    Berth's gRPC ``Explain`` (the path of ``berth explain -f``): the feasible
    nodes and each plugin's weighted score per node.
+
+3. **Pods with ResourceClaims** are judged by both in turn, Berth first,
+   since kube-scheduler changes their claims (allocation, ``reservedFor``)
+   and the templated ones go with the pod. The pod's pre-created claims
+   are created (a pre-allocated one gets its ``status`` written), then the
+   pod with a scheduling gate, so kube-scheduler holds it while
+   kube-controller-manager's resourceclaim controller makes its claims from
+   templates and names them in ``status.resourceClaimStatuses``. A claim
+   barrier (:func:`claims_barrier`) then ensures both schedulers have seen
+   every claim event so far; Berth explains the pod as it is now (without
+   its gate), the gate is removed, kube-scheduler judges it as above, and
+   the pod and all its claims are deleted — the next pod waits until they
+   are gone (the controller removes kube-scheduler's allocation and
+   finalizer first). Claims held by nobody stay allocated all along.
+
+   Berth's DynamicResources adds a second reason to "cannot allocate all
+   claims" (which claim and request, and why); kube-scheduler has none, so
+   those reasons are taken out of Berth's summary before the messages are
+   compared (:meth:`Verdict.upstream_message`). DynamicResources has no
+   Score extension in v1.34.4 (``dynamicresources.go``), so scores compare
+   as for any pod.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import http.server
+import itertools
 import json
 import re
 import threading
@@ -52,14 +75,35 @@ import yaml
 from berth.adapters.grpc import convert
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster import manifests
+from berth.plugins import dynamicresources
 from tests.conformance import generator
 from tests.e2e.conftest import launch_berth
 from tests.e2e.controlplane import bed
 
-__all__ = ["Case", "Figures", "Verdict", "repro", "run_cluster"]
+__all__ = ["BerthClient", "Case", "Figures", "Verdict", "claims_barrier", "dra_details", "repro", "run_cluster"]
 
 Obj = dict[str, Any]
 
+RESOURCE = "/apis/resource.k8s.io/v1"
+#: The scheduling gate that holds a claim pod while Berth judges it.
+GATE = "conformance.berth.dev/berth-first"
+#: DynamicResources' Filter reasons that kube-scheduler has too (dynamicresources.go Filter).
+_UPSTREAM_DRA_REASONS = (dynamicresources.REASON_CANNOT_ALLOCATE, dynamicresources.REASON_NOT_AVAILABLE)
+
+
+def dra_details(reason: str) -> list[str]:
+    """Berth's own part of a DynamicResources reason as Explain gives it (the
+    status's reasons joined by ", "): what follows an upstream reason."""
+    for upstream in _UPSTREAM_DRA_REASONS:
+        if reason == upstream:
+            return []
+        if reason.startswith(upstream + ", "):
+            return [reason[len(upstream) + 2 :]]
+    return []
+
+
+#: schedule_one.go handleSchedulingFailure (V(2)); ``err`` is quoted as Go's %q does.
+_NO_FIT = re.compile(r'"Unable to schedule pod; no fit; waiting" pod="([^"]+)" err="((?:[^"\\]|\\.)*)"')
 _SCORED = re.compile(r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(-?\d+)')
 
 
@@ -75,6 +119,18 @@ class Verdict:
     message: str = ""
     #: Berth only: node -> "Plugin: reason" of infeasible nodes.
     reasons: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: Berth only: DynamicResources' reasons kube-scheduler does not give.
+    dra_details: set[str] = dataclasses.field(default_factory=set)
+
+    def upstream_message(self) -> str:
+        """The message without Berth's DynamicResources details: each is one
+        "<count> <detail>" entry of the sorted, comma-separated histogram of
+        FitError.Error(), and the detail is known exactly (it may contain
+        commas itself)."""
+        msg = self.message
+        for detail in sorted(self.dra_details, key=len, reverse=True):
+            msg = re.sub(rf"\d+ {re.escape(detail)}(, |(?=\.$))", "", msg)
+        return msg.replace(", .", ".")
 
     def as_dict(self) -> Obj:
         out: Obj = {"feasible": sorted(self.feasible)}
@@ -129,7 +185,8 @@ class Case:
         diagnosis, which Berth's Explain summary must equal byte for byte;
         what follows it comes from PostFilter plugins (preemption,
         DynamicResources), which Explain does not run."""
-        return not self.unschedulable or (bool(self.berth.message) and self.kube.message.startswith(self.berth.message))
+        berth = self.berth.upstream_message()
+        return not self.unschedulable or (bool(berth) and self.kube.message.startswith(berth))
 
     def disagreements(self) -> list[str]:
         out = []
@@ -222,13 +279,14 @@ def _wait(what: str, check: Any, timeout: float, proc: bed.Process) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{proc.tail()}")
 
 
-def _unschedulable(kube: bed.Kube, pod: Obj) -> str | None:
+def _unschedulable(kube: bed.Kube, pod: Obj, *, reason: str) -> str | None:
+    """The message of the pod's PodScheduled=False condition with ``reason``."""
     m = pod["metadata"]
     status, out = kube.request("GET", f"/api/v1/namespaces/{m['namespace']}/pods/{m['name']}")
     if status != 200:
         return None
     for cond in out.get("status", {}).get("conditions", []):
-        if cond["type"] == "PodScheduled" and cond["status"] == "False":
+        if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond.get("reason") == reason:
             return str(cond.get("message", ""))
     return None
 
@@ -246,33 +304,147 @@ def judge_with_kube_scheduler(
     log.poll()
     start = len(log.lines)
     created: Obj = kube.create(pod)
+    return created, _kube_verdict(kube, recorder, log, scheduler, pod, start)
+
+
+def _kube_verdict(
+    kube: bed.Kube, recorder: FilterRecorder, log: LogTail, scheduler: bed.Process, pod: Obj, start: int
+) -> Verdict:
+    """kube-scheduler's verdict on the created ``pod`` (its log read from
+    line ``start``); then the pod is deleted, and kube-scheduler has seen it go."""
     key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-    outcome = _wait(
-        f"kube-scheduler's verdict on {key}",
-        lambda: ("filtered", "") if recorder.get(key) is not None else _failed(kube, pod),
-        60,
-        scheduler,
-    )
+    outcome = _wait(f"kube-scheduler's verdict on {key}", lambda: _first_outcome(kube, log, pod, start), 60, scheduler)
     if outcome[0] == "filtered":
         _wait(f"{key} bound", lambda: _bound(kube, pod), 60, scheduler)
+    # The first attempt's: a pod found unschedulable may be retried at once
+    # and bound (DynamicResources' PostFilter deallocated its claim, and
+    # v1.34 pops a pod from the backoff queue when nothing else waits).
+    feasible = set(recorder.get(key) or []) if outcome[0] == "filtered" else set()
     kube.request(
         "DELETE",
         f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}",
         gracePeriodSeconds="0",
     )
-    which = "scheduled" if outcome[0] == "filtered" else "unscheduled"
     _wait(
         f"kube-scheduler's delete event of {key}",
-        lambda: log.seen(f'"Delete event for {which} pod" pod="{key}"', start),
+        lambda: _delete_seen(log, key, start),
         60,
         scheduler,
     )
-    verdict = Verdict(set(recorder.get(key) or []), message=outcome[1])
-    for line in log.lines[start:]:
+    verdict = Verdict(feasible, message=outcome[1])
+    for line in log.lines[start:] if outcome[0] == "filtered" else []:
         m = _SCORED.search(line)
         if m and m.group(1) == key:
             verdict.scores.setdefault(m.group(3), {})[m.group(2)] = int(m.group(4))
-    return created, verdict
+    return verdict
+
+
+def _delete_seen(log: LogTail, key: str, start: int) -> bool:
+    """ "Delete event for scheduled pod" or "... unscheduled pod" (eventhandlers.go):
+    either, as a pod found unschedulable may be bound by a retry before it goes."""
+    log.poll()
+    return any(
+        f'"Delete event for {which} pod" pod="{key}"' in ln
+        for ln in log.lines[start:]
+        for which in ("scheduled", "unscheduled")
+    )
+
+
+def judge_claim_pod(
+    kube: bed.Kube,
+    recorder: FilterRecorder,
+    log: LogTail,
+    scheduler: bed.Process,
+    berth: BerthClient,
+    cluster: generator.Cluster,
+    pod: Obj,
+) -> Case:
+    """A pod with ResourceClaims: Berth first, then kube-scheduler (see the module docstring)."""
+    m = pod["metadata"]
+    ns, key = m["namespace"], f"{m['namespace']}/{m['name']}"
+    for claim in cluster.pod_claims.get(m["name"], []):
+        create_claim(kube, claim)
+    log.poll()
+    start = len(log.lines)
+    gated = {**pod, "spec": {**pod["spec"], "schedulingGates": [{"name": GATE}]}}
+    kube.create(gated)
+    templated = [r["name"] for r in pod["spec"]["resourceClaims"] if "resourceClaimTemplateName" in r]
+    created = _wait(f"the claims of {key} from templates", lambda: _claims_made(kube, pod, templated), 30, scheduler)
+    names = [r["resourceClaimName"] for r in pod["spec"]["resourceClaims"] if "resourceClaimName" in r]
+    names += [s["resourceClaimName"] for s in created.get("status", {}).get("resourceClaimStatuses") or []]
+    claims_barrier(kube, log, scheduler, berth, cluster)
+    created["spec"].pop("schedulingGates", None)
+    berth_verdict = judge_with_berth(berth.scheduler, created)
+    kube.ok(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/{m['name']}",
+        {"spec": {"schedulingGates": None}},
+        content_type="application/merge-patch+json",
+    )
+    kube_verdict = _kube_verdict(kube, recorder, log, scheduler, pod, start)
+    for name in names:
+        kube.request("DELETE", f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}")
+    _wait(f"the claims of {key} deleted", lambda: not any(_exists(kube, ns, n) for n in names), 60, scheduler)
+    return Case(created, kube_verdict, berth_verdict)
+
+
+def create_claim(kube: bed.Kube, claim: Obj) -> None:
+    """Create a ResourceClaim, then write its ``status`` if it has one (as
+    kube-scheduler would have: the API server ignores status on create)."""
+    created = kube.create(generator.without_status(claim))
+    if "status" in claim:
+        m = claim["metadata"]
+        kube.ok(
+            "PUT",
+            f"{RESOURCE}/namespaces/{m['namespace']}/resourceclaims/{m['name']}/status",
+            {**created, "status": claim["status"]},
+        )
+
+
+def _claims_made(kube: bed.Kube, pod: Obj, templated: list[str]) -> Obj | None:
+    """The pod once every templated claim of it is named in its status and exists."""
+    m = pod["metadata"]
+    status, out = kube.request("GET", f"/api/v1/namespaces/{m['namespace']}/pods/{m['name']}")
+    if status != 200:
+        return None
+    made = {s["name"]: s.get("resourceClaimName") for s in out.get("status", {}).get("resourceClaimStatuses") or []}
+    if not all(made.get(t) and _exists(kube, m["namespace"], made[t]) for t in templated):
+        return None
+    return dict(out)
+
+
+def _exists(kube: bed.Kube, ns: str, claim: str) -> bool:
+    return kube.request("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims/{claim}")[0] == 200
+
+
+_barriers = itertools.count()
+
+
+def claims_barrier(
+    kube: bed.Kube, log: LogTail, scheduler: bed.Process, berth: BerthClient, cluster: generator.Cluster
+) -> None:
+    """Both schedulers have seen every ResourceClaim event so far, and Berth's
+    cache holds the cluster's nodes and running pods (:func:`_berth_synced`).
+
+    Each informer delivers one kind's events in order, so a new claim
+    (``sync-N``) that both have seen proves the rest: kube-scheduler logs
+    its claim cache's add (``assume_cache.go``, V(10)), and Berth's Explain
+    of a pod naming it no longer says "could not find ResourceClaim". The
+    claim is deleted again (never allocated: nothing waits for that). It
+    asks for a device: a claim without requests is stored with
+    ``"requests": null``, which Berth's informer cannot decode."""
+    name = f"sync-{next(_barriers)}"
+    sentinel = generator.resource_claim(name, generator.DRA_NAMESPACE, {"requests": [generator.exactly("dev", "gpu")]})
+    kube.create(sentinel)
+    key = f"{generator.DRA_NAMESPACE}/{name}"
+    _wait(f"kube-scheduler's claim cache to hold {key}", lambda: log.seen(f'cacheKey="{key}"'), 30, scheduler)
+    _wait(
+        f"Berth's cache to hold the cluster and {key}",
+        lambda: _berth_synced(berth, cluster, claim=name),
+        30,
+        berth.process,
+    )
+    kube.request("DELETE", f"{RESOURCE}/namespaces/{generator.DRA_NAMESPACE}/resourceclaims/{name}")
 
 
 def _claim_bound(kube: bed.Kube, claim: Obj) -> bool:
@@ -281,8 +453,22 @@ def _claim_bound(kube: bed.Kube, claim: Obj) -> bool:
     return status == 200 and out.get("status", {}).get("phase") == "Bound"
 
 
-def _failed(kube: bed.Kube, pod: Obj) -> tuple[str, str] | None:
-    msg = _unschedulable(kube, pod)
+def _first_outcome(kube: bed.Kube, log: LogTail, pod: Obj, start: int) -> tuple[str, str] | None:
+    """How kube-scheduler's first attempt at ``pod`` ended, from its log
+    since line ``start``: ("filtered", "") once it binds (the extender has
+    the feasible set), ("unschedulable", FitError message) for no fit; or,
+    from the pod's condition, ("unschedulable", error) for a scheduler error."""
+    key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    log.poll()
+    for line in log.lines[start:]:
+        if f'pod="{key}"' not in line:
+            continue
+        m = _NO_FIT.search(line)
+        if m and m.group(1) == key:
+            return ("unschedulable", json.loads(f'"{m.group(2)}"'))
+        if '"Attempting to bind pod to node"' in line:
+            return ("filtered", "")
+    msg = _unschedulable(kube, pod, reason="SchedulerError")
     return ("unschedulable", msg) if msg is not None else None
 
 
@@ -299,14 +485,43 @@ def judge_with_berth(stub: scheduler_pb2_grpc.SchedulerStub, pod: Obj) -> Verdic
             v.scores[n.node] = dict(n.plugin_scores)
         else:
             v.reasons[n.node] = [f"{r.plugin}: {r.reason}" for r in n.reasons]
+            v.dra_details |= {d for r in n.reasons if r.plugin == dynamicresources.NAME for d in dra_details(r.reason)}
     if resp.pre_filter_reasons:
         v.reasons["(PreFilter)"] = [f"{r.plugin}: {r.reason}" for r in resp.pre_filter_reasons]
     return v
 
 
-def _berth_synced(stub: cluster_pb2_grpc.ClusterStub, cluster: generator.Cluster) -> bool:
-    nodes = stub.ListNodes(cluster_pb2.ListNodesRequest(), timeout=10).nodes
-    return len(nodes) == len(cluster.nodes) and sum(n.pods for n in nodes) == len(cluster.running_pods)
+@dataclasses.dataclass
+class BerthClient:
+    """The Berth under test: its process and gRPC stubs."""
+
+    process: bed.Process
+    cluster: cluster_pb2_grpc.ClusterStub
+    scheduler: scheduler_pb2_grpc.SchedulerStub
+
+
+def _berth_synced(berth: BerthClient, cluster: generator.Cluster, *, claim: str = "") -> bool:
+    """Berth's cache holds exactly the cluster's nodes and running pods (and,
+    with ``claim``, that ResourceClaim of :data:`generator.DRA_NAMESPACE`)."""
+    nodes = berth.cluster.ListNodes(cluster_pb2.ListNodesRequest(), timeout=10).nodes
+    if len(nodes) != len(cluster.nodes) or sum(n.pods for n in nodes) != len(cluster.running_pods):
+        return False
+    return not claim or _berth_has_claim(berth.scheduler, claim)
+
+
+def _berth_has_claim(stub: scheduler_pb2_grpc.SchedulerStub, claim: str) -> bool:
+    """Whether Berth's DynamicResources finds ``claim``: Explain a probe pod naming it."""
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"probe-{claim}", "namespace": generator.DRA_NAMESPACE},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox:1.36"}],
+            "resourceClaims": [{"name": "c", "resourceClaimName": claim}],
+        },
+    }
+    reasons = judge_with_berth(stub, probe).reasons.get("(PreFilter)", [])
+    return not any("could not find ResourceClaim" in r for r in reasons)
 
 
 # ---------------------------------------------------------------- one cluster
@@ -334,8 +549,9 @@ def run_cluster(cluster: generator.Cluster, workdir: Path, *, berth_config: Obj 
     """Build ``cluster`` on a fresh bed and judge every test pod with both
     schedulers (Berth with its default profile unless ``berth_config``)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    pod_claims = [c for claims in cluster.pod_claims.values() for c in claims]
     (workdir / "cluster.yaml").write_text(
-        yaml.safe_dump_all([*cluster.all_objects(), *cluster.test_pods], sort_keys=False)
+        yaml.safe_dump_all([*cluster.all_objects(), *pod_claims, *cluster.test_pods], sort_keys=False)
     )
     with bed.ControlPlane(workdir=workdir / "bed") as cp, FilterRecorder() as recorder:
         try:
@@ -354,31 +570,42 @@ def _run(
         kube.create(ns)
         cp.ensure_namespace(ns["metadata"]["name"])  # its default ServiceAccount, whoever is first
     for obj in cluster.nodes + cluster.objects:
-        kube.create(generator.without_status(obj))
+        if obj["kind"] == "ResourceClaim":
+            create_claim(kube, obj)
+        else:
+            kube.create(generator.without_status(obj))
     # The PV controller binds the pre-bound claims before either scheduler looks.
     for claim in cluster.bound_claims():
         _wait(f"claim {claim['metadata']['name']} bound", lambda c=claim: _claim_bound(kube, c), 60, cp.apiserver)
-    scheduler = cp.start_kube_scheduler(scheduler_config(recorder.url), args=("--v=3", "--vmodule=schedule_one=10"))
-    berth = launch_berth(cp, berth_config)
+    scheduler = cp.start_kube_scheduler(
+        scheduler_config(recorder.url), args=("--v=3", "--vmodule=schedule_one=10,assume_cache=10")
+    )
+    launched = launch_berth(cp, berth_config)
     log = LogTail(scheduler.log)
 
-    judged: list[tuple[Obj, Verdict]] = []
-    for pod in cluster.test_pods:
-        judged.append(judge_with_kube_scheduler(kube, recorder, log, scheduler, pod))
-
-    with grpc.insecure_channel(f"127.0.0.1:{berth.grpc_port}") as channel:
-        cluster_stub = cluster_pb2_grpc.ClusterStub(channel)
-        _wait(
-            "Berth's cache to hold the cluster again", lambda: _berth_synced(cluster_stub, cluster), 60, berth.process
+    with grpc.insecure_channel(f"127.0.0.1:{launched.grpc_port}") as channel:
+        berth = BerthClient(
+            launched.process, cluster_pb2_grpc.ClusterStub(channel), scheduler_pb2_grpc.SchedulerStub(channel)
         )
-        stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        return [Case(created, verdict, judge_with_berth(stub, created)) for created, verdict in judged]
+        cases: list[Case | None] = []
+        judged: list[tuple[int, Obj, Verdict]] = []
+        for pod in cluster.test_pods:
+            if pod["spec"].get("resourceClaims"):
+                cases.append(judge_claim_pod(kube, recorder, log, scheduler, berth, cluster, pod))
+            else:
+                judged.append((len(cases), *judge_with_kube_scheduler(kube, recorder, log, scheduler, pod)))
+                cases.append(None)
+        _wait("Berth's cache to hold the cluster again", lambda: _berth_synced(berth, cluster), 60, berth.process)
+        for i, created, verdict in judged:
+            cases[i] = Case(created, verdict, judge_with_berth(berth.scheduler, created))
+    return [c for c in cases if c is not None]
 
 
 # ---------------------------------------------------------------- reports
 
 
 _STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
+_DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
 
 
 def repro(cluster: generator.Cluster, case: Case) -> str:
@@ -398,13 +625,24 @@ def repro(cluster: generator.Cluster, case: Case) -> str:
         "berth": case.berth.as_dict(),
     }
     storage = [o for o in cluster.objects if o["kind"] in _STORAGE_KINDS]
-    docs = [verdicts, pod, *cluster.namespaces, *nodes, *on_them, *storage]
+    # The devices, the claims holding some, and the pod's own claims and templates.
+    own = {r.get("resourceClaimTemplateName") for r in case.pod["spec"].get("resourceClaims", [])}
+    dra = [
+        o
+        for o in cluster.objects
+        if o["kind"] in _DRA_KINDS or (o["kind"] == "ResourceClaimTemplate" and o["metadata"]["name"] in own)
+    ]
+    dra += cluster.pod_claims.get(case.pod["metadata"]["name"], [])
+    docs = [verdicts, pod, *cluster.namespaces, *nodes, *on_them, *storage, *dra]
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 @dataclasses.dataclass
 class Figures:
     pods: int = 0
+    #: Pods with ResourceClaims, and how many of them agree completely.
+    claim_pods: int = 0
+    claim_pods_agree: int = 0
     feasible_agree: int = 0
     scored: int = 0
     scores_agree: int = 0
@@ -419,6 +657,9 @@ class Figures:
             self.feasible_agree += c.feasible_agree
             self.scored += c.scored
             self.scores_agree += c.scored and not c.score_diffs()
+            if c.pod["spec"].get("resourceClaims"):
+                self.claim_pods += 1
+                self.claim_pods_agree += not c.disagreements()
 
     def __str__(self) -> str:
         def pct(a: int, b: int) -> str:
@@ -429,5 +670,6 @@ class Figures:
             f"({pct(self.feasible_agree, self.pods)}); per-plugin scores agree for {self.scores_agree} "
             f"of {self.scored} scored pods ({pct(self.scores_agree, self.scored)}); unschedulable-diagnosis "
             f"messages agree for {self.messages_agree} of {self.unschedulable} "
-            f"({pct(self.messages_agree, self.unschedulable)})"
+            f"({pct(self.messages_agree, self.unschedulable)}); {self.claim_pods} pods with ResourceClaims, "
+            f"{self.claim_pods_agree} of them agree completely"
         )

@@ -1,8 +1,8 @@
 """Berth against the real kube-scheduler v1.34.4 on seeded random clusters
 (:mod:`tests.conformance.harness` says how each side is read).
 
-``make test`` runs the small sample (one cluster, 20 pods), which must agree
-completely; ``make conformance`` runs the large one (``BERTH_CONFORMANCE_*``
+``make test`` runs the small sample (one cluster, 20 pods, six of them with
+ResourceClaims), which must agree completely; ``make conformance`` runs the large one (``BERTH_CONFORMANCE_*``
 below) and prints its figures. Every disagreement is written as a YAML repro
 into the test's tmp dir and shown in the failure. Replay one cluster with
 ``BERTH_CONFORMANCE_SEED=N BERTH_CONFORMANCE_CLUSTERS=1``.
@@ -25,6 +25,8 @@ CLUSTERS = int(os.environ.get("BERTH_CONFORMANCE_CLUSTERS", "1"))
 PODS = int(os.environ.get("BERTH_CONFORMANCE_PODS", "20"))  # per cluster
 NODES = int(os.environ.get("BERTH_CONFORMANCE_NODES", "10"))
 SEED = int(os.environ.get("BERTH_CONFORMANCE_SEED", "1"))
+#: The share of test pods with ResourceClaims (a DRA-heavy sample: 0.8).
+CLAIMS = float(os.environ.get("BERTH_CONFORMANCE_CLAIMS", "0.3"))
 
 
 @pytest.mark.timeout(120 + CLUSTERS * (60 + PODS * 3))
@@ -36,7 +38,7 @@ def test_berth_agrees_with_kube_scheduler(tmp_path: Path) -> None:
     figures = harness.Figures()
     failures: list[str] = []
     for seed in range(SEED, SEED + CLUSTERS):
-        cluster = generator.generate(seed, nodes_count=NODES, pods=PODS)
+        cluster = generator.generate(seed, nodes_count=NODES, pods=PODS, claim_share=CLAIMS)
         workdir = tmp_path / f"cluster-{seed}"
         cases = harness.run_cluster(cluster, workdir)
         figures.add(cases)
