@@ -27,7 +27,7 @@ parses them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -99,6 +99,14 @@ class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
     """Base: camelCase keys, unknown keys ignored, defaults omitted on encode."""
 
 
+# Two lists of resource.k8s.io/v1 have no ``omitempty`` (k8s.io/api v0.34.4
+# resource/v1/types.go: ResourceSliceSpec.Devices, DeviceClaim.Requests), so
+# the API server writes ``null`` for an empty one. msgspec has no "null means
+# the default" option: the runtime annotation admits None and __post_init__
+# turns it into [], while type checkers see the plain list readers rely on.
+# (The aliases are defined below, beside the two lists.)
+
+
 # ---------------------------------------------------------------- slices
 
 
@@ -161,6 +169,12 @@ class Device(_K8s):
     allow_multiple_allocations: bool | None = None
 
 
+if TYPE_CHECKING:
+    _Devices = list[Device]
+else:
+    _Devices = list[Device] | None
+
+
 class ResourceSliceSpec(_K8s):
     driver: str
     pool: ResourcePool
@@ -169,8 +183,12 @@ class ResourceSliceSpec(_K8s):
     node_selector: model.NodeSelector | None = None
     all_nodes: bool | None = None
     per_device_node_selection: bool | None = None
-    devices: list[Device] = []
+    devices: _Devices = []
     shared_counters: list[CounterSet] = []
+
+    def __post_init__(self) -> None:
+        if self.devices is None:
+            self.devices = []
 
 
 class ResourceSlice(_K8s, kw_only=True):
@@ -283,10 +301,20 @@ class DeviceClaimConfiguration(_K8s):
     opaque: OpaqueDeviceConfiguration | None = None
 
 
+if TYPE_CHECKING:
+    _Requests = list[DeviceRequest]
+else:
+    _Requests = list[DeviceRequest] | None
+
+
 class DeviceClaim(_K8s):
-    requests: list[DeviceRequest] = []
+    requests: _Requests = []
     constraints: list[DeviceConstraint] = []
     config: list[DeviceClaimConfiguration] = []
+
+    def __post_init__(self) -> None:
+        if self.requests is None:
+            self.requests = []
 
 
 class ResourceClaimSpec(_K8s):

@@ -17,6 +17,9 @@ Public API::
         cel_cache=None,                  # a berth.dra.cel.Cache to share compiled selectors
     )
     outcome = allocator.allocate(node, claims_to_allocate, allocated=in_use)
+    # or, once per cycle and then per node (what the DynamicResources plugin does):
+    prepared = allocator.prepare(claims_to_allocate, allocated=in_use)
+    outcome = prepared.solve(node)     # a Solution (outcome.results()) or Unsatisfiable
     if isinstance(outcome, Unsatisfiable):
         outcome.claim, outcome.request, outcome.reason, outcome.message
     else:
@@ -66,6 +69,8 @@ from berth.dra.allocator import (
     AllocationError,
     Allocator,
     Features,
+    Prepared,
+    Solution,
     Unsatisfiable,
 )
 from berth.dra.cel import Cache as CelCache
@@ -82,6 +87,8 @@ __all__ = [
     "DeviceID",
     "Features",
     "Pool",
+    "Prepared",
+    "Solution",
     "Unsatisfiable",
     "allocated_devices",
 ]

@@ -47,6 +47,11 @@ class Pool:
     invalid_reason: str = ""
     #: Every device of the pool's current slices, in slice order.
     devices: list[Candidate] = field(default_factory=list)
+    #: (driver, name).
+    key: tuple[str, str] = ("", "")
+
+    def __post_init__(self) -> None:
+        self.key = (self.driver, self.name)
 
     @property
     def invalid(self) -> bool:
@@ -85,6 +90,14 @@ class SliceIndex:
         self._pools: dict[tuple[int, ...], list[Pool]] = {}
         self._by_node: dict[str, list[int]] = {}
         self._elsewhere: list[int] = []  # nodeSelector / allNodes
+        #: A node's pools by its name, while no slice selects nodes by label
+        #: (then the name alone decides which slices a node reaches).
+        self._by_name: dict[str, list[Pool]] = {}
+        #: Some slice selects nodes with more than one term (which an
+        #: allocation's node selector cannot express: an AllocationError).
+        self.multi_term_selectors = any(
+            s.spec.node_selector is not None and len(s.spec.node_selector.node_selector_terms) > 1 for s in self.slices
+        )
         for i, s in enumerate(self.slices):
             spec = s.spec
             if spec.per_device_node_selection is not None:
@@ -97,8 +110,14 @@ class SliceIndex:
             # else: an unknown future way of selecting nodes: skipped, as upstream does.
 
     def gather_pools(self, node: model.Node | None) -> list[Pool]:
-        """pools_stable.go GatherPools: the pools with devices reachable from ``node``."""
+        """pools_stable.go GatherPools: the pools with devices reachable from
+        ``node``. The work is the node's own slices plus one node-selector
+        test per nodeSelector / allNodes slice."""
         name = node.metadata.name if node is not None else ""
+        if not self._elsewhere:
+            got = self._by_name.get(name)
+            if got is not None:
+                return got
         picked = list(self._by_node.get(name, ())) if name else []
         for i in self._elsewhere:
             spec = self.slices[i].spec
@@ -109,6 +128,8 @@ class SliceIndex:
         pools = self._pools.get(key)
         if pools is None:
             pools = self._pools[key] = _pools(self.slices[i] for i in picked)
+        if not self._elsewhere:
+            self._by_name[name] = pools
         return pools
 
 

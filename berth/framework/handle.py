@@ -150,6 +150,11 @@ class DraLister(Protocol):
     #: Moves whenever a DeviceClass or ResourceSlice changes.
     generation: int
 
+    @property
+    def pool_versions(self) -> Mapping[tuple[str, str], int]:
+        """(driver, pool) -> a number that moves whenever a device of that
+        pool starts or stops being in :meth:`allocated_devices`."""
+
     def device_class(self, name: str) -> dra.DeviceClass | None: ...
 
     def device_classes(self) -> Mapping[str, dra.DeviceClass]: ...

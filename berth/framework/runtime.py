@@ -39,6 +39,7 @@ __all__ = [
     "FilterOutcome",
     "Framework",
     "ScoreOutcome",
+    "filters_per_node",
 ]
 
 #: The PreFilter plugins whose result narrowed this cycle's node set, sorted:
@@ -134,6 +135,14 @@ def _extension_point_async(
 def _sampled(state: fw.CycleState) -> bool:
     cm = state.get(CYCLE_METRICS)
     return cm is not None and cm.plugins
+
+
+def filters_per_node(plugin: object) -> bool:
+    """Whether a Filter plugin judges node by node (a :class:`fw.NodeFilter`,
+    or a class with ``FILTER_PER_NODE = True``): :meth:`Framework.run_filter`
+    then hands it only the rows it still needs. Vectorised plugins cost
+    about the same for any number of rows and get them all."""
+    return isinstance(plugin, fw.NodeFilter) or bool(getattr(plugin, "FILTER_PER_NODE", False))
 
 
 def _success(_: object) -> int:
@@ -315,16 +324,35 @@ class Framework:
         rows: IntArray,
         *,
         all_reasons: bool = False,
+        want: int | None = None,
+        last: Callable[[int], fw.Status] | None = None,
     ) -> FilterOutcome:
+        """Filter ``rows`` (RunFilterPlugins per node, in ``rows``' order).
+
+        Vectorised plugins judge every row at once. A plugin that judges node
+        by node (:func:`filters_per_node`), and the plugins after it, see only
+        the rows every plugin before them passed, a batch at a time, until
+        ``want`` rows have passed every plugin and ``last`` (a final check of
+        one row: the nominated pods'); the rest are not looked at. That is
+        ``findNodesThatPassFilters`` (schedule_one.go v1.34), which cancels its
+        parallel per-node Filter once ``feasibleNodesLen >= numNodesToFind``.
+        The outcome covers the rows processed, a prefix of ``rows`` (all of
+        them without ``want``, or when fewer fit); each rejected row there
+        has the first plugin, in order, that rejected it, as if every plugin
+        had judged every row. With ``all_reasons`` (Explain) every plugin
+        judges every row and ``extra`` keeps all their reasons.
+        """
         n = len(rows)
         ok = np.ones(n, dtype=bool)
         reason = np.full(n, -1, dtype=np.int32)
         statuses: list[fw.Status] = []
         extra: dict[int, list[fw.Status]] | None = {} if all_reasons else None
         sample = _sampled(state)
-        for p in self.filter:
-            if p.NAME in state.skip_filter:
-                continue
+        plugins = [p for p in self.filter if p.NAME not in state.skip_filter]
+        split = len(plugins)
+        if not all_reasons:
+            split = next((i for i, p in enumerate(plugins) if filters_per_node(p)), split)
+        for p in plugins[:split]:
             if not all_reasons and not ok.any():
                 break
             started = time.perf_counter() if sample else 0.0
@@ -345,7 +373,95 @@ class Framework:
                 for k in np.flatnonzero(bad).tolist():
                     idx = base + (0 if v.reason is None else int(v.reason[k]))
                     extra.setdefault(int(rows[k]), []).append(statuses[idx])
-        return FilterOutcome(rows, ok, reason, statuses, extra)
+        tail = plugins[split:]
+        if not tail and last is None:
+            return FilterOutcome(rows, ok, reason, statuses, extra)
+        processed = self._filter_rows_in_turn(state, pod, nodes, rows, tail, ok, reason, statuses, want, last)
+        return FilterOutcome(rows[:processed], ok[:processed], reason[:processed], statuses, extra)
+
+    def _filter_rows_in_turn(
+        self,
+        state: fw.CycleState,
+        pod: PodInfo,
+        nodes: NodeTable,
+        rows: IntArray,
+        plugins: Sequence[fw.FilterPlugin],
+        ok: BoolArray,
+        reason: npt.NDArray[np.int32],
+        statuses: list[fw.Status],
+        want: int | None,
+        last: Callable[[int], fw.Status] | None,
+    ) -> int:
+        """:meth:`run_filter`'s per-node part: ``plugins`` judge the rows
+        still feasible in ``ok``, in order, updating ``ok``/``reason``/``statuses``,
+        until ``want`` rows pass; returns how many rows (from the start) were
+        processed.
+
+        Each batch is the next ``want - found`` rows still feasible (a row is
+        feasible at most once, so no batch overshoots): when they all pass,
+        exactly ``want`` rows were found and the last of them ends the
+        processed prefix. Vectorised plugins among ``plugins`` judge every row
+        once, when first needed (cheap), and are read per batch."""
+        n = len(rows)
+        sample = _sampled(state)
+        candidates = np.flatnonzero(ok)
+        target = n if want is None else want
+        found = at = 0
+        processed = n
+        whole: dict[int, tuple[fw.NodeVerdicts, int]] = {}
+        # Per plugin: time spent, and whether it rejected every row it saw (the metric's code).
+        spent: dict[int, list[Any]] = {}
+        while found < target and at < len(candidates):
+            batch = candidates[at : at + target - found]
+            at += len(batch)
+            live = batch
+            for i, p in enumerate(plugins):
+                if not live.size:
+                    break
+                started = time.perf_counter() if sample else 0.0
+                if filters_per_node(p):
+                    v = p.filter(state, pod, nodes, rows[live])
+                    passed = v.ok
+                    base = len(statuses)
+                    if not passed.all():
+                        statuses.extend(st.with_plugin(p.NAME) for st in v.statuses)
+                    why = v.reason
+                else:
+                    got = whole.get(i)
+                    if got is None:
+                        v = p.filter(state, pod, nodes, rows)
+                        got = whole[i] = (v, len(statuses))
+                        statuses.extend(st.with_plugin(p.NAME) for st in v.statuses)
+                    v, base = got
+                    passed = v.ok[live]
+                    why = None if v.reason is None else v.reason[live]
+                if sample:
+                    acc = spent.setdefault(i, [0.0, True])
+                    acc[0] += time.perf_counter() - started
+                    acc[1] = acc[1] and not passed.any()
+                if passed.all():
+                    continue
+                hit = live[~passed]
+                ok[hit] = False
+                reason[hit] = base + (0 if why is None else why[~passed])
+                live = live[passed]
+            if last is not None and live.size:
+                keep = np.ones(len(live), dtype=bool)
+                for k, pos in enumerate(live.tolist()):
+                    st = last(int(rows[pos]))
+                    if not st.ok:
+                        keep[k] = False
+                        ok[pos] = False
+                        reason[pos] = len(statuses)
+                        statuses.append(st)
+                live = live[keep]
+            found += len(live)
+            if found >= target:
+                processed = int(batch[-1]) + 1
+        for i, (seconds, rejected_all) in spent.items():
+            code = fw.Code.UNSCHEDULABLE if rejected_all else fw.Code.SUCCESS
+            self.metrics.plugin(plugins[i].NAME, "Filter", code, seconds)
+        return processed
 
     @_extension_point("PostFilter", lambda res: res.status.code)
     def run_post_filter(

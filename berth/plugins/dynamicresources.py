@@ -21,9 +21,13 @@ and partitionable devices off (so their code paths are not ported).
   slices (upstream builds one per cycle; Berth keeps it while they do not
   change, so CEL results stay memoised), and the devices in use are read
   once: allocated by any claim — another scheduler's too, as the claims'
-  status says — plus this scheduler's in-flight allocations.
+  status says — plus this scheduler's in-flight allocations. The claims to
+  allocate are read and validated here once (``Allocator.prepare``), as
+  upstream's PreFilter builds its allocator state once per cycle.
 - **Filter**, per node: allocated claims' node selectors match; the
-  unallocated claims can be allocated there. Upstream says only "cannot
+  unallocated claims can be allocated there (the node's pools only; the
+  framework stops handing out nodes once it has enough feasible ones, as
+  ``findNodesThatPassFilters`` does). Upstream says only "cannot
   allocate all claims"; Berth adds which claim and request fail and why
   (no matching device, all matching devices allocated, constraint unmet) as
   a second reason, which Explain, ``berth why`` and the FitError show.
@@ -118,12 +122,25 @@ class _State:
     #: Set by Reserve for the claims this scheduler allocates.
     allocations: list[dra.AllocationResult | None] = dataclasses.field(default_factory=list)
     to_allocate: list[int] = dataclasses.field(default_factory=list)
-    allocator: allocation.Allocator | None = None
-    in_use: AbstractSet[allocation.DeviceID] = frozenset()
-    #: Filter's results by node name, in the order of ``to_allocate``.
-    node_allocations: dict[str, list[dra.AllocationResult]] = dataclasses.field(default_factory=dict)
+    #: The claims to allocate, read and validated once (PreFilter) for every node.
+    prepared: allocation.Prepared | None = None
+    #: Filter's solutions by node name (AllocationResults in the order of
+    #: ``to_allocate``, built by Reserve for the chosen node only).
+    node_allocations: dict[str, allocation.Solution] = dataclasses.field(default_factory=dict)
     #: Allocated claims not available on at least one node (PostFilter deallocates one).
     unavailable: set[int] = dataclasses.field(default_factory=set)
+    #: Filter's statuses by Unsatisfiable (many nodes share one): (outcome, status) by id.
+    _statuses: dict[int, tuple[allocation.Unsatisfiable, fw.Status]] = dataclasses.field(default_factory=dict)
+
+    def unsatisfiable_status(self, outcome: allocation.Unsatisfiable) -> fw.Status:
+        """Filter's status for a node where the claims cannot be allocated."""
+        got = self._statuses.get(id(outcome))
+        if got is None or got[0] is not outcome:
+            got = self._statuses[id(outcome)] = (
+                outcome,
+                fw.Status.unresolvable(REASON_CANNOT_ALLOCATE, outcome.message, plugin=NAME),
+            )
+        return got[1]
 
 
 STATE_KEY: fw.StateKey[_State] = fw.StateKey(NAME)
@@ -134,6 +151,9 @@ class DynamicResources:
 
     NAME: ClassVar[str] = NAME
     Args: ClassVar[None] = None
+    #: Filter judges node by node (an allocation per node): the framework
+    #: hands it only the rows it still needs (``Framework.run_filter``).
+    FILTER_PER_NODE: ClassVar[bool] = True
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         if handle is None:
@@ -251,8 +271,12 @@ class DynamicResources:
                     return fw.PreFilterResult(st)
         s.claims = claims
         if s.to_allocate:
-            s.allocator = self._current_allocator(store)
-            s.in_use = cast(AbstractSet[allocation.DeviceID], store.allocated_devices())
+            # dynamicresources.go PreFilter: NewAllocator once per cycle, over
+            # the devices in use now; Filter then only runs Allocate per node.
+            in_use = cast(AbstractSet[allocation.DeviceID], store.allocated_devices())
+            s.prepared = self._current_allocator(store).prepare(
+                [claims[i] for i in s.to_allocate], in_use, versions=store.pool_versions
+            )
         return fw.PreFilterResult()
 
     def _validate_class(self, class_name: str, request: str) -> fw.Status:
@@ -282,25 +306,61 @@ class DynamicResources:
             return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
         if not s.claims:
             return fw.NodeVerdicts.all_ok(n)
+        if s.prepared is not None and len(s.to_allocate) == len(s.claims):
+            return self._filter_allocate(s, s.prepared, nodes, rows)
         return fw.NodeVerdicts.per_node(self._filter_node(s, nodes.node(row)) for row in rows.tolist())
 
-    def _filter_node(self, s: _State, node: model.Node) -> fw.Status:
-        unavailable = [
-            i
-            for i, selector in enumerate(s.available_on)
-            if selector is not None and not pools.node_matches(node, None, None, selector)
-        ]
-        results: list[dra.AllocationResult] | None = None
-        if s.allocator is not None:
-            to_allocate = [s.claims[i] for i in s.to_allocate]
+    def _filter_allocate(
+        self, s: _State, prepared: allocation.Prepared, nodes: NodeTable, rows: IntArray
+    ) -> fw.NodeVerdicts:
+        """:meth:`_filter_node` for the usual case, every claim to allocate
+        (no node selector of an allocated claim to check), over the rows in
+        one loop: the same statuses, with one Status per distinct Unsatisfiable."""
+        ok = np.ones(len(rows), dtype=bool)
+        reason = np.zeros(len(rows), dtype=np.int32)
+        statuses: list[fw.Status] = []
+        index: dict[fw.Status, int] = {}
+        solve, found, infos = prepared.solve, s.node_allocations, nodes.infos
+        for k, row in enumerate(rows.tolist()):
+            info = infos[row]
+            assert info is not None and info.node is not None
             try:
-                outcome = s.allocator.allocate(node, to_allocate, s.in_use)
+                outcome = solve(info.node)
+            except allocation.AllocationError as e:
+                st = fw.Status.error(str(e), plugin=NAME)
+            else:
+                if isinstance(outcome, allocation.Solution):
+                    found[info.name] = outcome
+                    continue
+                st = s.unsatisfiable_status(outcome)
+            i = index.get(st)
+            if i is None:
+                i = index[st] = len(statuses)
+                statuses.append(st)
+            ok[k] = False
+            reason[k] = i
+        return fw.NodeVerdicts(ok, statuses, reason)
+
+    def _filter_node(self, s: _State, node: model.Node) -> fw.Status:
+        unavailable = (
+            [
+                i
+                for i, selector in enumerate(s.available_on)
+                if selector is not None and not pools.node_matches(node, None, None, selector)
+            ]
+            if len(s.to_allocate) < len(s.claims)
+            else []
+        )
+        results: allocation.Solution | None = None
+        if s.prepared is not None:
+            try:
+                outcome = s.prepared.solve(node)
             except allocation.AllocationError as e:
                 # "This should only fail if there is something wrong with the
                 # claim or class": an error, retried with backoff.
                 return fw.Status.error(str(e), plugin=NAME)
             if isinstance(outcome, allocation.Unsatisfiable):
-                return fw.Status.unresolvable(REASON_CANNOT_ALLOCATE, outcome.message, plugin=NAME)
+                return s.unsatisfiable_status(outcome)
             results = outcome
         if unavailable:
             s.unavailable.update(unavailable)
@@ -333,7 +393,8 @@ class DynamicResources:
         s = state.get(STATE_KEY)
         if s is None or not s.claims or not s.to_allocate:
             return fw.SUCCESS
-        results = s.node_allocations.get(node)
+        solution = s.node_allocations.get(node)
+        results = solution.results() if solution is not None else None
         if not results:
             # "We checked before that the node is suitable."
             return fw.Status.error("claim allocation not found for node", plugin=NAME)

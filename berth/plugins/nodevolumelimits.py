@@ -84,6 +84,8 @@ def _inline_migratable(vol: model.Volume) -> bool:
 
 class NodeVolumeLimits:
     NAME: ClassVar[str] = "NodeVolumeLimits"
+    #: Filter judges node by node: run_filter hands it only the rows it still needs.
+    FILTER_PER_NODE: ClassVar[bool] = True
     Args: ClassVar[None] = None
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:

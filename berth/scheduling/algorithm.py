@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -165,14 +166,15 @@ def find_nodes_that_fit(
             return np.zeros(0, dtype=np.int64), diagnosis, None
         raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message()}")
 
+    # The pods nominated to nodes (after preemption) count there too.
+    last = _nominated_pods_check(fwk, state, pod, nodes)
     # The node a previous preemption nominated goes first: if it fits, done.
     nominated = pod.pod.status.nominated_node_name
     if nominated and nominated in nodes.index:
         row = nodes.index[nominated]
         if nodes.alive[row] and (allowed is None or nominated in allowed):
             rows = np.asarray([row], dtype=np.int64)
-            out = fwk.run_filter(state, pod, nodes, rows)
-            _account_nominated(fwk, state, pod, nodes, out)
+            out = fwk.run_filter(state, pod, nodes, rows, last=last)
             if out.ok.all():
                 return rows, diagnosis, out
 
@@ -185,8 +187,10 @@ def find_nodes_that_fit(
         start = sampler.next_start % n
         if start:
             order = np.concatenate((order[start:], order[:start]))
-    outcome = fwk.run_filter(state, pod, nodes, order)
-    _account_nominated(fwk, state, pod, nodes, outcome)
+    # Filter stops once ``want`` rows passed (findNodesThatPassFilters): the
+    # outcome covers the rows processed, so the window below is the same as
+    # if every row had been filtered.
+    outcome = fwk.run_filter(state, pod, nodes, order, want=want, last=last)
     processed = _feasible_window(outcome.ok, want) if n else 0
     if sampler is not None and n:
         sampler.next_start = (sampler.next_start + processed) % n
@@ -203,28 +207,25 @@ def find_nodes_that_fit(
     return feasible, diagnosis, outcome
 
 
-def _account_nominated(
-    fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, outcome: FilterOutcome
-) -> None:
-    """Reject feasible nodes that would not fit ``pod`` once the pods nominated
-    there (after preemption) arrive."""
+def _nominated_pods_check(
+    fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable
+) -> Callable[[int], fw.Status] | None:
+    """The last Filter check of a row that passed every plugin: would ``pod``
+    still fit once the pods nominated there (after preemption) arrive
+    (``RunFilterPluginsWithNominatedPods``)? None when no pod is nominated."""
     nominator = fwk.handle.nominator
-    for node in nominator.nodes():
-        row = nodes.index.get(node)
-        if row is None:
-            continue
-        hits = np.flatnonzero(outcome.rows == row)
-        if not hits.size or not outcome.ok[hits[0]]:
-            continue
-        info = nodes.infos[row]
-        if info is None:
-            continue
-        st = preemption.fits_with_nominated(fwk, state, pod, nodes, info, nominator.pods_on(node))
-        if not st.ok:
-            k = int(hits[0])
-            outcome.ok[k] = False
-            outcome.reason[k] = len(outcome.statuses)
-            outcome.statuses.append(st)
+    nominated = {row: node for node in nominator.nodes() if (row := nodes.index.get(node)) is not None}
+    if not nominated:
+        return None
+
+    def check(row: int) -> fw.Status:
+        node = nominated.get(row)
+        info = nodes.infos[row] if node is not None else None
+        if node is None or info is None:
+            return fw.SUCCESS
+        return preemption.fits_with_nominated(fwk, state, pod, nodes, info, nominator.pods_on(node))
+
+    return check
 
 
 def select_host(rows: IntArray, totals: IntArray, *, top_n: int = 0, rng: random.Random | None = None) -> int:

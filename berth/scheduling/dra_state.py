@@ -12,8 +12,9 @@ arrives; an older event does not undo it). Plugins see it through the
 Handle as :class:`berth.framework.handle.DraLister`.
 
 The devices in use — allocated to any claim, whoever allocated it
-(``allocateddevices.go``), and in flight — are counted as claims change, so
-a scheduling cycle gets them without looking at every claim.
+(``allocateddevices.go``), and in flight — are counted as claims change
+(a change costs the old and the new claim's devices, not all of them), so a
+scheduling cycle gets them without looking at every claim.
 
 Everything runs on the core's event loop: no locks, and no
 ``errClaimTrackerConcurrentModification`` retry.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from berth.cluster import dra, model
 from berth.cluster.sources import Source
@@ -64,7 +66,11 @@ class DraStore:
         self._assumed: dict[str, tuple[int, dra.ResourceClaim | None]] = {}
         #: uid -> the claim as Reserve allocated it (inFlightAllocations).
         self._in_flight: dict[str, dra.ResourceClaim] = {}
-        self._allocated: Counter[DeviceKey] = Counter()
+        #: How many claims — stored or in flight — hold each device.
+        self._in_use: Counter[DeviceKey] = Counter()
+        #: (driver, pool) -> moves whenever a device of the pool enters or
+        #: leaves the devices in use (the allocator's per-node memo keys on it).
+        self.pool_versions: dict[tuple[str, str], int] = {}
         #: Moves whenever a class or a slice changes: an Allocator built at one
         #: generation is good until the next.
         self.generation = 0
@@ -126,15 +132,37 @@ class DraStore:
         return self._replace(key, None)
 
     def _replace(self, key: str, claim: dra.ResourceClaim | None) -> dra.ResourceClaim | None:
+        """Store ``claim`` under ``key`` (None: drop it); the devices in use
+        change by the old claim's and the new one's only."""
         old = self._claims.pop(key, None) if claim is None else self._claims.get(key)
         if old is not None:
-            self._allocated.subtract(_devices(old))
+            self._release(old)
         if claim is not None:
             self._claims[key] = claim
-            self._allocated.update(_devices(claim))
-        if old is not None:
-            self._allocated = +self._allocated  # drop the zero counts
+            self._take(claim)
         return old
+
+    def _take(self, claim: dra.ResourceClaim) -> None:
+        if claim.status.allocation is None:
+            return
+        in_use, versions = self._in_use, self.pool_versions
+        for device in _devices(claim):
+            in_use[device] += 1
+            pool = (device[0], device[1])
+            versions[pool] = versions.get(pool, 0) + 1
+
+    def _release(self, claim: dra.ResourceClaim) -> None:
+        if claim.status.allocation is None:
+            return
+        in_use, versions = self._in_use, self.pool_versions
+        for device in _devices(claim):
+            left = in_use[device] - 1
+            if left > 0:
+                in_use[device] = left
+            else:
+                in_use.pop(device, None)
+            pool = (device[0], device[1])
+            versions[pool] = versions.get(pool, 0) + 1
 
     def source_of(self, key: str) -> Source | None:
         return self._sources.get(key)
@@ -161,13 +189,16 @@ class DraStore:
     def claim_template(self, namespace: str, name: str) -> dra.ResourceClaimTemplate | None:
         return self._templates.get(model.pod_key(namespace, name))
 
-    def allocated_devices(self) -> set[DeviceKey]:
+    def allocated_devices(self) -> AbstractSet[DeviceKey]:
         """ListAllAllocatedDevices: every device an allocation holds (any
-        scheduler's, as the claims say) plus the in-flight ones."""
-        out = set(self._allocated)
-        for claim in self._in_flight.values():
-            out.update(_devices(claim))
-        return out
+        scheduler's, as the claims say) plus the in-flight ones.
+
+        A live read-only view, not a copy (upstream copies a set per cycle):
+        everything runs on the core's event loop and a scheduling cycle's
+        PreFilter-to-Reserve part does not yield, so within it the view does
+        not change under the allocator; and if a state were kept across an
+        await, the view would only ever be newer, never miss an allocation."""
+        return self._in_use.keys()
 
     def has_pending_allocation(self, uid: str) -> bool:
         """ClaimHasPendingAllocation."""
@@ -176,11 +207,19 @@ class DraStore:
     def signal_pending_allocation(self, uid: str, claim: dra.ResourceClaim) -> None:
         """SignalClaimPendingAllocation: ``claim`` (with the allocation Reserve
         chose) is in flight; its devices are in use from now on."""
+        old = self._in_flight.get(uid)
+        if old is not None:
+            self._release(old)
         self._in_flight[uid] = claim
+        self._take(claim)
 
     def remove_pending_allocation(self, uid: str) -> bool:
         """RemoveClaimPendingAllocation; whether it was in flight."""
-        return self._in_flight.pop(uid, None) is not None
+        old = self._in_flight.pop(uid, None)
+        if old is None:
+            return False
+        self._release(old)
+        return True
 
     def pending_allocations(self) -> list[dra.ResourceClaim]:
         return list(self._in_flight.values())

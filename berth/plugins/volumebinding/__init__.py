@@ -124,6 +124,8 @@ def pod_has_claims(pod: PodInfo, volumes: VolumeLister) -> tuple[bool, str | Non
 
 class VolumeBinding:
     NAME: ClassVar[str] = "VolumeBinding"
+    #: Filter judges node by node: run_filter hands it only the rows it still needs.
+    FILTER_PER_NODE: ClassVar[bool] = True
     Args: ClassVar[type[VolumeBindingArgs]] = VolumeBindingArgs
 
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
