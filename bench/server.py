@@ -82,8 +82,9 @@ def berth(nodes: Sequence[dict[str, Any]], config: dict[str, Any] | None = None)
 
 
 @contextlib.contextmanager
-def topolvm(binary: Path) -> Iterator[int]:
-    """TopoLVM's scheduler extender (real Go code) listening on loopback."""
+def topolvm(binary: Path, pids: list[int] | None = None) -> Iterator[int]:
+    """TopoLVM's scheduler extender (real Go code) listening on loopback
+    (its process id appended to ``pids``, for CPU accounting)."""
     with tempfile.TemporaryDirectory(prefix="topolvm-bench-") as tmp:
         port = free_port()
         cfg = Path(tmp) / "config.yaml"
@@ -91,6 +92,8 @@ def topolvm(binary: Path) -> Iterator[int]:
         proc = subprocess.Popen(
             [str(binary), "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
+        if pids is not None:
+            pids.append(proc.pid)
         try:
             wait_http(f"http://127.0.0.1:{port}/status", proc, timeout=30)
             yield port

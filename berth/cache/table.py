@@ -402,6 +402,50 @@ class NodeTable:
             t.set_node(i, node)
         return t
 
+    @classmethod
+    def of_rows(
+        cls,
+        nodes: Sequence[model.Node],
+        allocatable: Sequence[dict[str, int]],
+        columns: ResourceColumns | None = None,
+    ) -> NodeTable:
+        """:meth:`of_nodes` built column by column, for nodes whose canonical
+        allocatable (``resources.node_allocatable``) is already known — the
+        extender's full-NodeList mode, which keeps both per node across
+        requests. Names must be distinct (callers check them)."""
+        n = len(nodes)
+        t = cls(columns.copy() if columns is not None else None, capacity=n)
+        names = [node.metadata.name for node in nodes]
+        t.index = dict(zip(names, range(n), strict=True))
+        t.infos = [NodeInfo(name, node) for name, node in zip(names, nodes, strict=True)]
+        t.size = n
+        cols = t.columns
+        at_row: list[int] = []
+        at_col: list[int] = []
+        amounts: list[int] = []
+        for i, alloc in enumerate(allocatable):
+            for name, amount in alloc.items():
+                c = cols.index.get(name)
+                at_row.append(i)
+                at_col.append(cols.column(name) if c is None else c)
+                amounts.append(amount)
+        t.ensure_columns()
+        if amounts:
+            t.alloc[at_row, at_col] = amounts
+        t.unschedulable[:n] = [node.spec.unschedulable for node in nodes]
+        group_of = t._taint_group_of
+        for i, node in enumerate(nodes):
+            if node.spec.taints:
+                taints = tuple(node.spec.taints)
+                g = group_of.get(taints)
+                if g is None:
+                    g = group_of[taints] = len(t.taint_sets)
+                    t.taint_sets.append(taints)
+                t.taint_group[i] = g
+        t.alive[:n] = True
+        t.shape_version += 1
+        return t
+
 
 def normalize_image(name: str) -> str:
     """ImageLocality's normalizedImageName: an untagged, undigested image is ``:latest``."""

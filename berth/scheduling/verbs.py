@@ -30,10 +30,19 @@ from berth.cluster import model, resources
 from berth.errors import InvalidArgument
 from berth.framework import interface as fw
 from berth.framework import preemption
+from berth.plugins import image_locality
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core, VerbError
 
-__all__ = ["Extender", "FilterResult", "MetaVictims", "PrioritizeResult", "VictimsRequest", "check_node_names"]
+__all__ = [
+    "Extender",
+    "FilterResult",
+    "MetaVictims",
+    "NodeRows",
+    "PrioritizeResult",
+    "VictimsRequest",
+    "check_node_names",
+]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -46,6 +55,10 @@ MAX_EXTENDER_PRIORITY = 10
 RESOLUTIONS_MAX_ENTRIES = 8
 RESOLUTIONS_MAX_BYTES = 4 << 20
 _MISSING = "node is unknown to Berth's cache"
+
+#: Tables of full node lists kept for reuse: Filter's and Prioritize's view
+#: of the last list (each holds what its list holds: bounded by one request).
+ROW_TABLES_KEPT = 2
 
 
 def _quote(name: str) -> str:
@@ -65,6 +78,28 @@ class _Resolution:
     @property
     def nbytes(self) -> int:
         return int(self.rows.nbytes + self.missing.nbytes) + 64
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeRows:
+    """Full nodes as the table takes them: each node (only the fields the
+    plugins read) beside its canonical allocatable
+    (``resources.node_allocatable``), both already checked — the HTTP
+    adapter decodes them from a NodeList and keeps them per resourceVersion."""
+
+    nodes: list[model.Node]
+    allocatable: list[dict[str, int]]
+
+
+@dataclasses.dataclass(slots=True)
+class _RowTable:
+    """A table built from ``rows`` (kept alive here, so its id stays its own)
+    and the rows into which the cache's pods were counted."""
+
+    rows: NodeRows
+    table: NodeTable
+    counted: list[int]
+    columns: int  # len(snapshot.columns) when built
 
 
 @dataclasses.dataclass(slots=True)
@@ -111,6 +146,8 @@ class Extender:
         # bounded by RESOLUTIONS_MAX_ENTRIES and RESOLUTIONS_MAX_BYTES.
         self._resolutions: OrderedDict[tuple[int, bytes], _Resolution] = OrderedDict()
         self._resolutions_bytes = 0
+        # id(NodeRows) -> the table built from it, oldest first (see table_of_rows).
+        self._row_tables: dict[int, _RowTable] = {}
 
     # ------------------------------------------------------------ verbs
 
@@ -119,7 +156,7 @@ class Extender:
         pod: model.Pod,
         *,
         names: list[str] | None = None,
-        nodes: list[model.Node] | None = None,
+        nodes: list[model.Node] | NodeRows | None = None,
         profile: str = "",
     ) -> FilterResult:
         """Names that pass, in input order, and why the others do not
@@ -132,7 +169,7 @@ class Extender:
         pod: model.Pod,
         *,
         names: list[str] | None = None,
-        nodes: list[model.Node] | None = None,
+        nodes: list[model.Node] | NodeRows | None = None,
         profile: str = "",
     ) -> PrioritizeResult:
         """Scores in 0..10: Berth's weighted total scaled from 0..max to 0..10."""
@@ -184,16 +221,21 @@ class Extender:
 
     # ------------------------------------------------------------ node sets
 
+    def reads_images(self, profile: str = "") -> bool:
+        """Whether Prioritize reads nodes' ``status.images`` (ImageLocality
+        scores); Filter never does. Decoders skip them otherwise."""
+        return any(p.NAME == image_locality.ImageLocality.NAME for p in self.core.framework_for(profile).score)
+
     def _inputs(
-        self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | None
+        self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | NodeRows | None
     ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str], IntArray | None]:
         """The pod, the table to judge on, the input names in order, the
         unknown ones, and the rows of ``names`` when every one is known."""
         pi = pod_info(pod)
         if nodes is not None:
-            table = self.table_of_nodes(nodes)
-            node_names = [n.metadata.name for n in nodes]
-            return pi, table, node_names, {}, table.rows_of(node_names)
+            table = self.table_of_rows(nodes) if isinstance(nodes, NodeRows) else self.table_of_nodes(nodes)
+            node_names = list(table.index)  # in row order: the nodes' order
+            return pi, table, node_names, {}, np.arange(table.size, dtype=np.int64)
         snap = self.core.snapshot()
         names = names or []
         found = self._resolve(snap, names)
@@ -243,7 +285,48 @@ class Extender:
             where = "Nodes.items" if at is None else f"Nodes.items[{at}]"
             raise resources.QuantityError(e.value, e.detail, f"{where}.{e.path}" if e.path else where) from None
         table.ensure_columns()
-        known = [(i, snap.index[n.metadata.name]) for i, n in enumerate(nodes) if n.metadata.name in snap.index]
+        self._count_known_pods(table, snap)
+        return table
+
+    def table_of_rows(self, rows: NodeRows) -> NodeTable:
+        """:meth:`table_of_nodes` for nodes already checked (:class:`NodeRows`),
+        built column by column.
+
+        The table of the same ``rows`` object (the HTTP adapter hands the same
+        one back while every node is unchanged, once for Filter's view and
+        once for Prioritize's) is kept and reused: only what the cache's pods
+        put in it (requested amounts, each node's pods) is counted again.
+        Filter and Score only read a table, so nothing else can differ.
+        """
+        snap = self.core.snapshot()
+        kept = self._row_tables.pop(id(rows), None)
+        # Reused only while the cache's resource columns are those it was
+        # built with (its first columns must mirror the snapshot's).
+        if kept is not None and kept.rows is rows and kept.columns == len(snap.columns):
+            table = kept.table
+            table.req[:] = 0
+            table.req_nz[:] = 0
+            for i in kept.counted:
+                info = table.infos[i]
+                assert info is not None
+                info.pods = {}
+                info.used_ports = {}
+        else:
+            check_node_names([n.metadata.name for n in rows.nodes], "Nodes.items", ".metadata.name")
+            table = NodeTable.of_rows(rows.nodes, rows.allocatable, snap.columns)
+        counted = self._count_known_pods(table, snap)
+        self._row_tables[id(rows)] = _RowTable(rows, table, counted, len(snap.columns))
+        while len(self._row_tables) > ROW_TABLES_KEPT:
+            del self._row_tables[next(iter(self._row_tables))]
+        return table
+
+    @staticmethod
+    def _count_known_pods(table: NodeTable, snap: NodeTable) -> list[int]:
+        """The pods Berth knows on the table's nodes, as an informer-fed
+        extender counts them; the rows that got some."""
+        if not snap.index:
+            return []
+        known = [(i, s) for i, s in enumerate(map(snap.index.get, table.index)) if s is not None]
         if known:
             dst = np.asarray([k for k, _ in known], dtype=np.int64)
             src = np.asarray([s for _, s in known], dtype=np.int64)
@@ -256,7 +339,7 @@ class Extender:
                 if src_info is not None and dst_info is not None:
                     dst_info.pods = src_info.pods
                     dst_info.used_ports = src_info.used_ports
-        return table
+        return [d for d, _ in known]
 
     def _pass_through(self, pod: PodInfo) -> bool:
         ext = self.core.cfg.extender

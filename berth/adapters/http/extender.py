@@ -27,9 +27,14 @@ decoded pods are checked for integers outside int64 and overlong strings
 (``_check_bounds``) before the core sees them, and a quantity the core
 cannot take (``resources.QuantityError``) is a 400 naming its field.
 
-Decoding is msgspec's (top level as raw fields so keys can be matched
-without regard to case, nested objects decoded straight into the core's
-structs); nodes in full mode are kept as raw bytes to be echoed unchanged.
+Decoding is msgspec's: the top level in one pass when its keys are spelled
+as kube-scheduler writes them (``_GoArgs``), else as raw fields so keys can
+be matched without regard to case; nested objects are decoded straight into
+the core's structs. In full mode each node item is kept as raw bytes to be
+echoed unchanged, and read into the table's rows by
+:mod:`berth.adapters.http.nodelist` (only the fields plugins read, rows of
+unchanged nodes reused). NodeNames lists are kept by their bytes
+(``_NameLists``): the same list, decoded once, for filter and prioritize.
 Every verb calls the core's model-level door
 (:class:`berth.scheduling.verbs.Extender`), the same one the gRPC adapter
 uses; no protobuf is involved.
@@ -38,9 +43,10 @@ uses; no protobuf is involved.
 from __future__ import annotations
 
 import contextlib
-import itertools
+import dataclasses
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from http import HTTPStatus
 from typing import Any
@@ -50,10 +56,12 @@ from aiohttp import web
 
 from berth import errors
 from berth.adapters.http import body as http_body
+from berth.adapters.http import bounds, nodelist
 from berth.adapters.http import errors as http_errors
 from berth.cluster import model, resources
+from berth.scheduling import turnstile
 from berth.scheduling.core import Core
-from berth.scheduling.verbs import Extender, FilterResult, VictimsRequest
+from berth.scheduling.verbs import Extender, FilterResult, NodeRows, VictimsRequest
 
 __all__ = ["MAX_STRING_BYTES", "add_routes"]
 
@@ -62,51 +70,27 @@ log = logging.getLogger(__name__)
 _JSON = "application/json"
 
 
-#: The longest string a decoded object may hold: etcd's default request
-#: limit (``--max-request-bytes``, 1.5 MiB), so no stored object has a longer one.
-MAX_STRING_BYTES = 3 << 19
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+MAX_STRING_BYTES = bounds.MAX_STRING_BYTES
+_NULL = msgspec.Raw(b"null")
 
 
-class _NodeList(msgspec.Struct):
-    """A v1.NodeList with each item kept raw."""
+class _GoArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """ExtenderArgs keyed exactly as kube-scheduler's encoding/json writes it
+    (``Pod``, ``Nodes``, ``NodeNames``): decoded in one pass, the node items
+    kept raw. Any other key (another case, an unknown field) or any error
+    sends the body down the general path (:func:`_fields`), which answers as
+    before."""
 
-    items: list[msgspec.Raw] | None = None
-
-
-class _LeanStatus(msgspec.Struct, rename="camel"):
-    capacity: model.ResourceList = {}
-    allocatable: model.ResourceList = {}
-
-
-class _LeanNode(msgspec.Struct):
-    """A Node without ``status.images``: Filter never looks at images, and
-    decoding a realistic node's dozens of image names is most of its cost."""
-
-    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
-    spec: model.NodeSpec = msgspec.field(default_factory=model.NodeSpec)
-    status: _LeanStatus = msgspec.field(default_factory=_LeanStatus)
-
-    def to_model(self) -> model.Node:
-        status = model.NodeStatus(capacity=self.status.capacity, allocatable=self.status.allocatable)
-        return model.Node(metadata=self.metadata, spec=self.spec, status=status)
-
-
-class _LeanNodeList(msgspec.Struct):
-    items: list[_LeanNode] | None = None
-
-
-class _FullNodeList(msgspec.Struct):
-    items: list[model.Node] | None = None
+    pod: msgspec.Raw = msgspec.field(name="Pod", default=_NULL)
+    nodes: nodelist.RawNodeList | None = msgspec.field(name="Nodes", default=None)
+    node_names: msgspec.Raw = msgspec.field(name="NodeNames", default=_NULL)
 
 
 _raw_object = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+_go_args = msgspec.json.Decoder(_GoArgs)
 _pod = msgspec.json.Decoder(model.Pod)
-_lean_nodes = msgspec.json.Decoder(_LeanNodeList)
-_full_nodes = msgspec.json.Decoder(_FullNodeList)
-_node_list = msgspec.json.Decoder(_NodeList)
+_node_list = msgspec.json.Decoder(nodelist.RawNodeList)
 _names = msgspec.json.Decoder(list[str] | None)
 _encoder = msgspec.json.Encoder()
 
@@ -118,18 +102,6 @@ def _fields(raw: bytes | msgspec.Raw, what: str) -> dict[str, msgspec.Raw]:
     for k, v in obj.items():
         out.setdefault(k.lower(), v)  # Go: an exact match wins, else the first case-insensitive one
     return out
-
-
-def _decode_message(e: msgspec.DecodeError | msgspec.ValidationError, what: str) -> str:
-    """msgspec's "MESSAGE - at `$.a[0].b`" as a field error: "WHAT.a[0].b: MESSAGE"."""
-    text = str(e)
-    path = ""
-    if text.endswith("`") and " - at `$" in text:
-        text, _, at = text[:-1].rpartition(" - at `$")
-        path = at
-    if text.startswith("Expected `object`") and not path:
-        text = "expected a JSON object"
-    return f"{what}{path}: {text}"
 
 
 def _utf8(body: bytes) -> None:
@@ -144,47 +116,16 @@ def _utf8(body: bytes) -> None:
         raise errors.InvalidArgument(f"request body: invalid UTF-8 at byte {e.start} ({bad!r})") from None
 
 
-def _check_bounds(obj: object, what: str) -> None:
-    """Every integer in int64 and every string within MAX_STRING_BYTES, so no
-    decoded value can overflow the core's arrays or blow up a message.
-    (msgspec keeps arbitrary Python ints; one pod or a few victims walk in
-    well under a millisecond.)"""
-    stack: list[tuple[object, tuple[str, ...]]] = [(obj, ())]
-    while stack:
-        v, path = stack.pop()
-        if isinstance(v, str):
-            if len(v) > MAX_STRING_BYTES:
-                raise errors.InvalidArgument(
-                    f"{what}{''.join(path)}: Too long: may not be more than {MAX_STRING_BYTES} bytes"
-                )
-        elif isinstance(v, bool) or v is None or isinstance(v, float):
-            continue
-        elif isinstance(v, int):
-            if not _INT64[0] <= v <= _INT64[1]:
-                shown = str(v) if v.bit_length() < 200 else f"{str(v)[:40]}... ({len(str(v))} digits)"
-                raise errors.InvalidArgument(
-                    f"{what}{''.join(path)}: Invalid value: {shown}: must fit in a 64-bit signed integer"
-                )
-        elif isinstance(v, msgspec.Struct):
-            for name, key in zip(v.__struct_fields__, v.__struct_encode_fields__, strict=True):
-                stack.append((getattr(v, name), (*path, f".{key}")))
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                stack.append((k, (*path, "[key]")))
-                stack.append((x, (*path, f"[{str(k)[:64]}]")))
-        elif isinstance(v, list | tuple | set | frozenset):
-            stack.extend((x, (*path, f"[{i}]")) for i, x in enumerate(v))
-
-
 def _is_null(raw: msgspec.Raw | None) -> bool:
-    return raw is None or bytes(raw).strip() == b"null"
+    # Short first: bytes() of a 30 MB NodeList would copy it to look.
+    return raw is None or (len(raw) < 64 and bytes(raw).strip() == b"null")
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes | msgspec.Raw, what: str) -> Any:
     try:
         return decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise errors.InvalidArgument(_decode_message(e, what)) from None
+        raise errors.InvalidArgument(nodelist.decode_error(e, what)) from None
     except RecursionError:
         # msgspec's C decoder guards its recursion (Py_EnterRecursiveCall), so
         # a document nested past Python's recursion limit fails cleanly here.
@@ -200,46 +141,93 @@ def _pod_of(f: dict[str, msgspec.Raw]) -> model.Pod:
         raise errors.InvalidArgument("Pod: required")
     assert raw is not None
     pod: model.Pod = _decode(_pod, raw, "Pod")
-    _check_bounds(pod, "Pod")
+    bounds.check_bounds(pod, "Pod")
     if not pod.metadata.name and not pod.metadata.uid:
         raise errors.InvalidArgument("Pod: metadata.name is required")
     return pod
 
 
 class _Args:
-    """ExtenderArgs: the pod and either node names or full nodes."""
+    """ExtenderArgs: the pod and either node names or full nodes (``rows``,
+    with ``raw_nodes`` the items as received)."""
 
-    def __init__(self, body: bytes, *, images: bool = True) -> None:
-        f = _fields(body, "ExtenderArgs")
+    def __init__(
+        self, body: bytes, reader: nodelist.NodeListReader, lists: _NameLists | None = None, *, images: bool
+    ) -> None:
+        items: list[msgspec.Raw] | None = None
+        try:
+            go: _GoArgs | None = _go_args.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            go = None
+        if go is not None:
+            f = {"pod": go.pod, "nodenames": go.node_names}
+            if go.nodes is not None:
+                items = go.nodes.items or []
+        else:
+            f = _fields(body, "ExtenderArgs")
         self.pod = _pod_of(f)
         self.names: list[str] | None = None
+        self.name_list: _NameList | None = None
         self.raw_nodes: list[msgspec.Raw] | None = None
-        self.nodes: list[model.Node] | None = None
+        self.rows: NodeRows | None = None
         names_raw = f.get("nodenames")
         if not _is_null(names_raw):
             assert names_raw is not None
-            self.names = _decode(_names, names_raw, "NodeNames") or []
-            if self.names and max(map(len, self.names)) > MAX_STRING_BYTES:
-                raise errors.InvalidArgument(f"NodeNames: Too long: may not be more than {MAX_STRING_BYTES} bytes")
+            self.name_list = (lists or _NameLists()).get(names_raw)
+            self.names = self.name_list.names
             return
-        nodes_raw = f.get("nodes")
-        if _is_null(nodes_raw):
+        if go is None:
+            nodes_raw = f.get("nodes")
+            if not _is_null(nodes_raw):
+                assert nodes_raw is not None
+                items = _decode(_node_list, nodes_raw, "Nodes").items or []
+        if items is None:
             raise errors.InvalidArgument("ExtenderArgs: either NodeNames or Nodes is required")
-        assert nodes_raw is not None
-        # Two passes over the same bytes, both in msgspec's C code: one keeps
-        # each item's raw JSON (answered back unchanged), one decodes only
-        # the scheduling fields. Cheaper than decoding everything once.
-        node_list: _NodeList = _decode(_node_list, nodes_raw, "Nodes")
-        self.raw_nodes = node_list.items or []
-        if images:
-            self.nodes = _decode(_full_nodes, nodes_raw, "Nodes").items or []
-            # The one integer a Node carries besides its quantities (which
-            # the core parses and range-checks itself).
-            for i, n in enumerate(self.nodes):
-                for j, image in enumerate(n.status.images):
-                    _check_bounds(image.size_bytes, f"Nodes.items[{i}].status.images[{j}].sizeBytes")
-        else:
-            self.nodes = [n.to_model() for n in _decode(_lean_nodes, nodes_raw, "Nodes").items or []]
+        self.raw_nodes = items
+        self.rows = reader.read(items, images=images)
+
+
+@dataclasses.dataclass(slots=True)
+class _NameList:
+    """A decoded NodeNames list and, once a prioritize answer needed them,
+    its hosts' encoded pieces in order."""
+
+    names: list[str]
+    pieces: list[bytes] | None = None
+
+
+class _NameLists:
+    """The last few NodeNames lists by their bytes. kube-scheduler sends the
+    same list to filter and then prioritize, and again for the next pod:
+    it is decoded once and its answer's pieces encoded once, and the core
+    sees the same list object (so its own per-list memo needs no digest).
+    Bounded by entries and by the bytes of the lists kept."""
+
+    MAX_ENTRIES = 4
+    MAX_BYTES = 2 << 20
+
+    def __init__(self) -> None:
+        self._by_raw: OrderedDict[bytes, _NameList] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, raw: msgspec.Raw) -> _NameList:
+        key = bytes(raw)
+        hit = self._by_raw.get(key)
+        if hit is not None:
+            self._by_raw.move_to_end(key)
+            return hit
+        names: list[str] = _decode(_names, raw, "NodeNames") or []
+        # No name can be longer than the list that holds it.
+        if len(key) > MAX_STRING_BYTES and max(map(len, names)) > MAX_STRING_BYTES:
+            raise errors.InvalidArgument(f"NodeNames: Too long: may not be more than {MAX_STRING_BYTES} bytes")
+        entry = _NameList(names)
+        if len(key) <= self.MAX_BYTES:
+            self._by_raw[key] = entry
+            self._bytes += len(key)
+            while len(self._by_raw) > self.MAX_ENTRIES or self._bytes > self.MAX_BYTES:
+                old, _ = self._by_raw.popitem(last=False)
+                self._bytes -= len(old)
+        return entry
 
 
 #: Each host's encoded ``,{"Host":"NAME","Score":`` piece, kept across
@@ -253,15 +241,8 @@ _host_prefix_bytes = 0
 _score_suffix = {s: b"%d}" % s for s in range(11)}
 
 
-def _host_priority_list(names: list[str], scores: list[int]) -> bytes:
-    """``[{"Host":..,"Score":..},...]`` as encoding/json writes it.
-
-    Hand-assembled from cached pieces (each node's ``,{"Host":"NAME","Score":``
-    encoded once, scores are 0..10): a list of 5000 structs costs more to
-    build than the answer is worth. Same bytes as msgspec would produce.
-    """
-    if not names:
-        return b"[]"
+def _host_pieces(names: list[str]) -> list[bytes]:
+    """Each host's ``,{"Host":"NAME","Score":`` piece, in order."""
     global _host_prefix_bytes
     prefix = _host_prefix
     for n in names:
@@ -274,13 +255,29 @@ def _host_priority_list(names: list[str], scores: list[int]) -> bytes:
                 _host_prefix_bytes = 0
             prefix[n] = piece
             _host_prefix_bytes += weight
+    return list(map(prefix.__getitem__, names))
+
+
+def _host_priority_list(names: list[str], scores: list[int], pieces: list[bytes] | None = None) -> bytes:
+    """``[{"Host":..,"Score":..},...]`` as encoding/json writes it.
+
+    Hand-assembled from cached pieces (each node's ``,{"Host":"NAME","Score":``
+    encoded once, scores are 0..10; ``pieces``: those of ``names``, in order,
+    kept with the list): a list of 5000 structs costs more to build than the
+    answer is worth. Same bytes as msgspec would produce.
+    """
+    if not names:
+        return b"[]"
+    if pieces is None:
+        pieces = _host_pieces(names)
     suffix = _score_suffix
     if min(scores) < 0 or max(scores) > 10:  # outside MinExtenderPriority..MaxExtenderPriority
         suffix = {**suffix, **{v: b"%d}" % v for v in set(scores)}}
-    # Every step below iterates in C: map/zip/chain/join, no Python frame per node.
-    body = b"".join(
-        itertools.chain.from_iterable(zip(map(prefix.__getitem__, names), map(suffix.__getitem__, scores), strict=True))
-    )
+    # Interleaved by slice assignment and joined: C loops, no Python frame per node.
+    out: list[bytes] = [b""] * (2 * len(names))
+    out[0::2] = pieces
+    out[1::2] = list(map(suffix.__getitem__, scores))
+    body = b"".join(out)
     return b"[" + body[1:] + b"]"
 
 
@@ -291,9 +288,12 @@ def _filter_body(args: _Args, res: FilterResult) -> bytes:
         nodes: Any = None
         names: Any = res.passed
     else:
-        assert args.nodes is not None and args.raw_nodes is not None
-        passed = set(res.passed)
-        keep = [raw for raw, n in zip(args.raw_nodes, args.nodes, strict=True) if n.metadata.name in passed]
+        assert args.rows is not None and args.raw_nodes is not None
+        keep = args.raw_nodes
+        if len(res.passed) != len(keep):
+            passed = set(res.passed)
+            keep = [raw for raw, n in zip(keep, args.rows.nodes, strict=True) if n.metadata.name in passed]
+        # The items as received, joined in C (msgspec writes each Raw as is).
         nodes = {"metadata": {}, "items": keep}
         names = None
     # FailedNodes maps are always objects ({} when empty), as an extender
@@ -320,7 +320,7 @@ def _victims(raw: msgspec.Raw, what: str, full: bool) -> VictimsRequest:
         for i, item in enumerate(_decode(_raw_list, pods_raw, f"{what}.Pods")):
             if full:
                 victim: model.Pod = _decode(_pod, item, f"{what}.Pods[{i}]")
-                _check_bounds(victim, f"{what}.Pods[{i}]")
+                bounds.check_bounds(victim, f"{what}.Pods[{i}]")
                 out.pods.append(victim)
             else:
                 uid = _fields(item, f"{what}.Pods[{i}]").get("uid")
@@ -332,7 +332,7 @@ def _victims(raw: msgspec.Raw, what: str, full: bool) -> VictimsRequest:
     if not _is_null(violations):
         assert violations is not None
         # Decoded to reject a malformed count; Berth recounts violations itself.
-        _check_bounds(
+        bounds.check_bounds(
             _decode(msgspec.json.Decoder(int), violations, f"{what}.NumPDBViolations"), f"{what}.NumPDBViolations"
         )
     return out
@@ -417,7 +417,13 @@ def _core_view_error(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _guard(core: Core, verb: str, handler: Callable[[bytes], Awaitable[web.Response]]) -> Handler:
+#: The extender door's turnstile (berth.scheduling.turnstile), per application.
+TURNSTILE = web.AppKey("berth_extender_turnstile", turnstile.Turnstile)
+
+
+def _guard(
+    core: Core, verb: str, handler: Callable[[bytes], Awaitable[web.Response]], turns: turnstile.Turnstile
+) -> Handler:
     """Read the body within its limits, turn bad input into its 4xx (never a
     500 with a trace), and count and time every request."""
     requests = core.metrics.extender_requests
@@ -431,7 +437,8 @@ def _guard(core: Core, verb: str, handler: Callable[[bytes], Awaitable[web.Respo
             if not body.strip():
                 raise errors.InvalidArgument("request body: empty")
             _utf8(body)
-            return await handler(body)
+            async with turns:  # the body is in: queue for the core, fairly with the gRPC door
+                return await handler(body)
         except (errors.BerthError, web.HTTPException) as e:
             return http_errors.from_exception(e, f"{verb}: ")
         except Exception:  # a bug: logged once with its traceback; the service stays up
@@ -452,19 +459,28 @@ def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
     prefix = "/" + core.cfg.extender.url_prefix.strip("/")
     prefix = "" if prefix == "/" else prefix
 
+    reader = nodelist.NodeListReader()
+    lists = _NameLists()
+    turns = app[TURNSTILE] = turnstile.Turnstile(turnstile.EXTENDER_WIDTH)
+
     async def filter_(body: bytes) -> web.Response:
-        args = _Args(body, images=False)
-        with _core_view({"Pod": args.pod}, args.nodes):
-            res = verbs.filter(args.pod, names=args.names, nodes=args.nodes)
+        args = _Args(body, reader, lists, images=False)
+        with _core_view({"Pod": args.pod}, None):
+            res = verbs.filter(args.pod, names=args.names, nodes=args.rows)
         return _response(_filter_body(args, res))
 
     async def prioritize(body: bytes) -> web.Response:
-        args = _Args(body)
-        with _core_view({"Pod": args.pod}, args.nodes):
-            res = verbs.prioritize(args.pod, names=args.names, nodes=args.nodes)
+        args = _Args(body, reader, lists, images=verbs.reads_images())
+        with _core_view({"Pod": args.pod}, None):
+            res = verbs.prioritize(args.pod, names=args.names, nodes=args.rows)
         if res.error:  # the framework failed (a plugin's error), not the request
             return http_errors.answer(HTTPStatus.INTERNAL_SERVER_ERROR, f"prioritize: {res.error}")
-        return _response(_host_priority_list(res.names, res.scores.tolist()))
+        pieces = None
+        if args.name_list is not None and res.names is args.name_list.names:
+            if args.name_list.pieces is None:
+                args.name_list.pieces = _host_pieces(res.names)
+            pieces = args.name_list.pieces
+        return _response(_host_priority_list(res.names, res.scores.tolist(), pieces))
 
     async def preempt(body: bytes) -> web.Response:
         pod, victims = _preempt_request(body)
@@ -485,4 +501,4 @@ def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
         return _response(_encoder.encode({"Error": error}))
 
     for verb, handler in (("filter", filter_), ("prioritize", prioritize), ("preempt", preempt), ("bind", bind)):
-        app.router.add_post(f"{prefix}/{verb}", _guard(core, verb, handler))
+        app.router.add_post(f"{prefix}/{verb}", _guard(core, verb, handler, turns))
