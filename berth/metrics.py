@@ -11,15 +11,20 @@ child once: ``labels()`` costs more than the observation itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 __all__ = [
     "PLUGIN_METRICS_SAMPLE_PERCENT",
     "STATUS_CODES",
     "Metrics",
+    "Observations",
     "ProfileRecorder",
     "QueueRecorder",
     "exponential_buckets",
@@ -52,10 +57,68 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 _LATENCY_BUCKETS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10)
 
 
+class Observations:
+    """A histogram child's observations, counted into it in bulk.
+
+    prometheus_client's ``Histogram.observe`` takes two locks and walks the
+    buckets for every value; the scheduling loop observes ~15 durations
+    per pod, which cost more than some of the steps they time. Here an
+    observation is appended to a list, and the list is counted into the
+    child (one ``searchsorted`` for the buckets, one increment per bucket
+    hit) once it holds :attr:`BATCH` values and whenever the registry is
+    collected (:class:`_CountPending`, registered before every metric), so a
+    scrape never misses one. Values and buckets are the child's own:
+    ``amount <= bound`` picks the bucket as ``Histogram.observe`` does.
+    Observations come from the event loop's thread; a scrape from another
+    thread counts what was appended before it.
+    """
+
+    __slots__ = ("_bounds", "_child", "_values")
+
+    BATCH = 1024
+
+    def __init__(self, child: Any) -> None:
+        self._child = child
+        self._bounds = np.asarray(child._upper_bounds, dtype=np.float64)
+        self._values: list[float] = []
+
+    def observe(self, amount: float) -> None:
+        self._values.append(amount)
+        if len(self._values) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        values, self._values = self._values, []
+        if not values:
+            return
+        child = self._child
+        child._sum.inc(sum(values))
+        hits = np.bincount(np.searchsorted(self._bounds, values, side="left"), minlength=len(self._bounds))
+        for bucket, n in enumerate(hits.tolist()):
+            if n:
+                child._buckets[bucket].inc(n)
+
+
+class _CountPending(Collector):
+    """Counts every :class:`Observations` into its histogram when the
+    registry is collected; registered first, so before the histograms are
+    read. Yields no metric of its own."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, Observations] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        for o in list(self.pending.values()):
+            o.flush()
+        return iter(())
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self._pending = _CountPending()
+        r.register(self._pending)
         # --- kube-scheduler's (metrics.go InitMetrics, in its order)
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts_total",
@@ -177,10 +240,30 @@ class Metrics:
             self.pending_pods.labels(q).set(0)
         self.goroutines.labels("binding").set(0)
 
+        # scheduler_cache_size, read at scrape time from what set_cache_size
+        # last said (it is called on every pod and node event).
+        self._cache_size = {"nodes": 0, "pods": 0, "assumed_pods": 0}
+        for kind in self._cache_size:
+            self.cache_size.labels(kind).set_function(functools.partial(self._cache_size.__getitem__, kind))
+
     def set_cache_size(self, nodes: int, pods: int, assumed: int) -> None:
-        self.cache_size.labels("nodes").set(nodes)
-        self.cache_size.labels("pods").set(pods)
-        self.cache_size.labels("assumed_pods").set(assumed)
+        c = self._cache_size
+        c["nodes"], c["pods"], c["assumed_pods"] = nodes, pods, assumed
+
+    def cache_size_from(self, nodes: Callable[[], int], pods: Callable[[], int], assumed: Callable[[], int]) -> None:
+        """scheduler_cache_size read from these functions at scrape time
+        (instead of what :meth:`set_cache_size` said)."""
+        for kind, fn in (("nodes", nodes), ("pods", pods), ("assumed_pods", assumed)):
+            self.cache_size.labels(kind).set_function(fn)
+
+    def observations(self, child: Any) -> Observations:
+        """``child`` (a labelled histogram child, or an unlabelled
+        histogram) observed through :class:`Observations`; one per child,
+        however many recorders ask (frameworks are rebuilt on reload)."""
+        o = self._pending.pending.get(child)
+        if o is None:
+            o = self._pending.pending[child] = Observations(child)
+        return o
 
     def profile(self, name: str) -> ProfileRecorder:
         return ProfileRecorder(self, name)
@@ -201,8 +284,9 @@ class ProfileRecorder:
         """scheduler_framework_extension_point_duration_seconds."""
         child = self._points.get((point, code))
         if child is None:
-            child = self._points[point, code] = self._metrics.extension_point_duration.labels(
-                point, STATUS_CODES[code], self.profile
+            m = self._metrics
+            child = self._points[point, code] = m.observations(
+                m.extension_point_duration.labels(point, STATUS_CODES[code], self.profile)
             )
         child.observe(seconds)
 
@@ -210,8 +294,9 @@ class ProfileRecorder:
         """scheduler_plugin_execution_duration_seconds (in sampled cycles)."""
         child = self._plugins.get((plugin, point, code))
         if child is None:
-            child = self._plugins[plugin, point, code] = self._metrics.plugin_execution_duration.labels(
-                plugin, point, STATUS_CODES[code]
+            m = self._metrics
+            child = self._plugins[plugin, point, code] = m.observations(
+                m.plugin_execution_duration.labels(plugin, point, STATUS_CODES[code])
             )
         child.observe(seconds)
 

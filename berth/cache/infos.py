@@ -29,7 +29,23 @@ class PodInfo:
     _usage: dict[str, tuple[int, int]] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def of(cls, pod: model.Pod) -> PodInfo:
+    def of(cls, pod: model.Pod, *, like: PodInfo | None = None) -> PodInfo:
+        """``pod``'s info. With ``like`` (an info of the same pod, e.g. the
+        assumed one when its binding is confirmed) whose spec shares
+        ``pod``'s containers, init containers, overhead and pod-level
+        resources (the very objects: a copy made by replacing other
+        fields), what derives from them is taken from ``like``, not
+        computed again."""
+        if like is not None:
+            a, b = like.pod.spec, pod.spec
+            if (
+                a.containers is b.containers
+                and a.init_containers is b.init_containers
+                and a.overhead is b.overhead
+                and a.resources is b.resources
+            ):
+                md = pod.metadata
+                return cls(pod, md.uid or pod.key, pod.key, like.requests, like.non_zero, like.host_ports)
         md = pod.metadata
         # schedutil.GetHostPorts: containers and sidecars (restartable init
         # containers); other init containers have exited before the pod runs.

@@ -30,7 +30,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias
 
 import grpc
@@ -98,8 +98,16 @@ class _Outcome:
         return {"pod": self.pod, "node": self.node or None, "status": self.status, "reason": self.reason}
 
 
-def _group_requests(m: manifests.Manifests) -> list[scheduler_pb2.SubmitRequest]:
-    """One request for pods outside gangs, one per PodGroup with its members."""
+#: Pods outside gangs per Submit request: the server starts placing the
+#: first ones while the client converts the next, and a request stays far
+#: below gRPC's 4 MiB message limit.
+SUBMIT_BATCH = 1000
+
+
+def _group_requests(m: manifests.Manifests) -> Iterator[scheduler_pb2.SubmitRequest]:
+    """One request per PodGroup with its members (a gang is submitted
+    whole), then the other pods, :data:`SUBMIT_BATCH` per request; each
+    request is converted when it is about to be sent."""
 
     by_group: dict[str, list[Any]] = {}
     plain: list[Any] = []
@@ -110,45 +118,56 @@ def _group_requests(m: manifests.Manifests) -> list[scheduler_pb2.SubmitRequest]
             by_group.setdefault(f"{p.metadata.namespace}/{g}", []).append(p)
         else:
             plain.append(p)
-    reqs = []
     for (ns, name), group in groups.items():
         members = by_group.get(f"{ns}/{name}", [])
-        reqs.append(
-            scheduler_pb2.SubmitRequest(
-                group=model_pb2.PodGroup(
-                    metadata=model_pb2.ObjectMeta(name=name, namespace=ns),
-                    min_member=group.spec.min_member,
-                    schedule_timeout_seconds=group.spec.schedule_timeout_seconds or 0,
-                ),
-                pods=[convert.pod_to_pb(p) for p in members],
-            )
+        yield scheduler_pb2.SubmitRequest(
+            group=model_pb2.PodGroup(
+                metadata=model_pb2.ObjectMeta(name=name, namespace=ns),
+                min_member=group.spec.min_member,
+                schedule_timeout_seconds=group.spec.schedule_timeout_seconds or 0,
+            ),
+            pods=[convert.pod_to_pb(p) for p in members],
         )
-    if plain:
-        reqs.append(scheduler_pb2.SubmitRequest(pods=[convert.pod_to_pb(p) for p in plain]))
-    return reqs
+    for k in range(0, len(plain), SUBMIT_BATCH):
+        yield scheduler_pb2.SubmitRequest(pods=[convert.pod_to_pb(p) for p in plain[k : k + SUBMIT_BATCH]])
 
 
-_Event: TypeAlias = scheduler_pb2.Decision | grpc.RpcError | None
+_Event: TypeAlias = list[scheduler_pb2.Decision] | grpc.RpcError | None
 
 
-def _watch(stub: scheduler_pb2_grpc.SchedulerStub) -> tuple[Any, queue.Queue[_Event]]:
+def _watch(stub: scheduler_pb2_grpc.SchedulerStub) -> tuple[Callable[[], None], queue.Queue[_Event]]:
     """Every decision from now on, after the latest one of each known pod
-    (replay), pumped into a queue by a thread: the stream blocks."""
+    (replay), pumped into a queue by a thread (the stream blocks), several
+    per message (WatchDecisionBatches); from a server older than that RPC,
+    one per message (WatchDecisions). Returns a function that ends the
+    stream, and the queue."""
     events: queue.Queue[_Event] = queue.Queue()
-    stream = stub.WatchDecisions(scheduler_pb2.WatchDecisionsRequest(replay=True))
+    request = scheduler_pb2.WatchDecisionsRequest(replay=True)
+    streams = [stub.WatchDecisionBatches(request)]
 
     def pump() -> None:
         try:
-            for d in stream:
-                events.put(d)
+            try:
+                for b in streams[0]:
+                    events.put(list(b.decisions))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                streams.append(stub.WatchDecisions(request))
+                for d in streams[-1]:
+                    events.put([d])
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
                 events.put(e)
         finally:
             events.put(None)
 
+    def cancel() -> None:
+        for s in list(streams):
+            s.cancel()
+
     threading.Thread(target=pump, name="berth-watch", daemon=True).start()
-    return stream, events
+    return cancel, events
 
 
 def _preemptor(message: str) -> str:
@@ -168,26 +187,30 @@ def _wait(
     timeout passes; returns the pods they preempted meanwhile."""
     victims: dict[str, dict[str, Any]] = {}
     uids = {o.uid for o in outcomes.values()}
+    # Pods not final yet, counted as decisions arrive (not re-scanned per decision).
+    left = sum(o.status not in FINAL for o in outcomes.values())
     deadline = time.monotonic() + timeout
-    while any(o.status not in FINAL for o in outcomes.values()):
-        left = deadline - time.monotonic()
-        if left <= 0:
+    while left:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             break
         try:
-            d = events.get(timeout=left)
+            batch = events.get(timeout=remaining)
         except queue.Empty:
             break
-        if d is None:
+        if batch is None:
             raise CliError(f"the decision stream from {server} ended before every pod was decided")
-        if isinstance(d, grpc.RpcError):
-            raise CliError(common.rpc_error(d, server))
-        o = outcomes.get(d.pod)
-        if o is not None:
-            # A replayed decision about an earlier pod of the same name is not this one's.
-            if not d.uid or d.uid == o.uid:
-                o.follow(d)
-        elif d.kind == Kind.PREEMPTED and _preemptor(d.message) in uids:
-            victims[d.pod] = {"pod": d.pod, "node": d.node or None, "status": PREEMPTED, "reason": d.message}
+        if isinstance(batch, grpc.RpcError):
+            raise CliError(common.rpc_error(batch, server))
+        for d in batch:
+            o = outcomes.get(d.pod)
+            if o is not None:
+                # A replayed decision about an earlier pod of the same name is not this one's.
+                if (not d.uid or d.uid == o.uid) and o.status not in FINAL:
+                    o.follow(d)
+                    left -= o.status in FINAL
+            elif d.kind == Kind.PREEMPTED and _preemptor(d.message) in uids:
+                victims[d.pod] = {"pod": d.pod, "node": d.node or None, "status": PREEMPTED, "reason": d.message}
     return victims
 
 
@@ -202,11 +225,11 @@ def run(
         raise CliError(f"--timeout: must be more than 0 seconds, not {args.timeout:g}")
     channel = common.connect(args)
     stub = scheduler_pb2_grpc.SchedulerStub(channel)
-    stream = None
+    cancel: Callable[[], None] | None = None
     try:
         if args.wait:
             # Subscribed before submitting; the replay covers a late start.
-            stream, events = _watch(stub)
+            cancel, events = _watch(stub)
         results: dict[str, _Outcome] = {}
         for req in _group_requests(m):
             resp = call(stub.Submit, req, args.server)
@@ -218,8 +241,8 @@ def run(
             waiting = {k: o for k, o in results.items() if o.status not in FINAL}
             victims = _wait(waiting, events, args.timeout, args.server)
     finally:
-        if stream is not None:
-            stream.cancel()
+        if cancel is not None:
+            cancel()
         channel.close()
     out = [o.row() for o in results.values()] + list(victims.values())
     if args.output == "json":

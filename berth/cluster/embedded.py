@@ -107,6 +107,7 @@ class EmbeddedCluster(StorageObjects):
         self.resource_claims: dict[str, dra.ResourceClaim] = {}
         self.claim_templates: dict[str, dra.ResourceClaimTemplate] = {}
         self._claim_version = 0  # the claims' metadata.resourceVersion
+        # The most recent of each, HISTORY_MAX_BYTES apiece (_remember).
         self.bindings: list[tuple[str, str]] = []  # (pod key, node), in order
         self.evictions: list[tuple[str, str]] = []  # (pod key, reason)
         self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
@@ -451,7 +452,7 @@ class EmbeddedCluster(StorageObjects):
         except (AlreadyExists, ResourceExhausted) as e:
             raise BindError(str(e).removeprefix("pods[0].")) from None
         self.pods[pod.key] = updated
-        self.bindings.append((pod.key, node))
+        _remember(self.bindings, (pod.key, node))
         self.core.on_pod(updated, source=self)
 
     async def evict(self, pod: model.Pod, reason: str) -> None:
@@ -459,7 +460,7 @@ class EmbeddedCluster(StorageObjects):
         if current is None:
             return
         self._key_of_uid.pop(current.metadata.uid, None)
-        self.evictions.append((pod.key, reason))
+        _remember(self.evictions, (pod.key, reason))
         self.core.on_pod_delete(current)
 
     async def nominate(self, pod: model.Pod, node: str) -> None:
@@ -473,10 +474,10 @@ class EmbeddedCluster(StorageObjects):
         self.core.on_pod(updated, source=self)
 
     async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
-        self.events.append((pod.key, "FailedScheduling", message))
+        _remember(self.events, (pod.key, "FailedScheduling", message))
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
-        self.events.append((pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}"))
+        _remember(self.events, (pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}"))
 
     def _as_source(self) -> Source:
         return self
@@ -484,6 +485,22 @@ class EmbeddedCluster(StorageObjects):
     def log_summary(self) -> None:
         bound = sum(1 for p in self.pods.values() if p.spec.node_name)
         log.info("embedded cluster: %d nodes, %d pods (%d bound)", len(self.nodes), len(self.pods), bound)
+
+
+#: What each of the bindings, evictions and events histories may hold, at
+#: an estimated _HISTORY_ENTRY_BYTES per entry (a tuple of short strings).
+HISTORY_MAX_BYTES = 4 << 20
+_HISTORY_ENTRY_BYTES = 256
+
+
+def _remember(history: list[T], entry: T) -> None:
+    """Append ``entry``; past HISTORY_MAX_BYTES the oldest quarter goes
+    (a plain list, so tests compare it with ``==``; trimmed in steps, so
+    appending stays O(1) amortised)."""
+    history.append(entry)
+    most = HISTORY_MAX_BYTES // _HISTORY_ENTRY_BYTES
+    if len(history) > most:
+        del history[: len(history) - most * 3 // 4]
 
 
 def _defaulted(pod: model.Pod) -> model.Pod:

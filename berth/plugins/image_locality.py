@@ -63,16 +63,17 @@ class ImageLocality:
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
         spec = pod.pod.spec
         containers = (*spec.init_containers, *spec.containers)
+        images = nodes.images()
+        present = [f for c in containers if (f := images.get(normalize_image(c.image))) is not None]
+        if not present:
+            # No node has any of the pod's images: every sum is 0, which
+            # calculatePriority scores 0 (below minThreshold).
+            return np.zeros(len(rows), dtype=np.int64)
         total_nodes = len(nodes.alive_rows())
         sums = np.zeros(nodes.size, dtype=np.int64)
         cap = MAX_CONTAINER_THRESHOLD * max(len(containers), 1)
         if total_nodes:
-            images = nodes.images()
-            for c in containers:
-                found = images.get(normalize_image(c.image))
-                if found is None:
-                    continue
-                img_rows, sizes = found
+            for img_rows, sizes in present:
                 # One ImageStateSummary per node: a node listing a name twice counts once.
                 uniq, first = np.unique(img_rows, return_index=True)
                 spread = float(len(uniq)) / float(total_nodes)

@@ -93,6 +93,8 @@ class TaintToleration:
         s = state.get(PRE_SCORE_KEY)
         tolerations = s.tolerations if s is not None else ()
         groups = nodes.taint_group[rows]
+        if not groups.any():  # group 0: no taints at all, nothing to count
+            return np.zeros(len(rows), dtype=np.int64)
         counts = np.zeros(len(nodes.taint_sets), dtype=np.int64)
         for g in np.unique(groups).tolist():
             counts[g] = sum(

@@ -33,7 +33,13 @@ class CancelResult:
     message: str = ""
 
 
-def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None = None) -> list[SubmitResult]:
+def submit(
+    core: Core,
+    pods: Sequence[model.Pod],
+    group: model.PodGroup | None = None,
+    *,
+    paths: Sequence[str] | None = None,
+) -> list[SubmitResult]:
     """Accept every valid pod not already known; one result per input pod, in order.
 
     Each pod is judged on its own, as the response has a verdict per pod
@@ -42,7 +48,9 @@ def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None =
     one pod's: the first pod with a name is accepted, a later *different* pod
     with that name (in this request or already known) is rejected as already
     existing, and so is a uid another pod holds. Submitting the same pod again
-    is idempotent: accepted, "already submitted".
+    is idempotent: accepted, "already submitted". A rejection names the pod's
+    field as ``paths[i]`` (default ``pods[i]``): an adapter that left out the
+    pods it could not convert keeps its request's indices.
     """
     if core.scheduler is None:
         raise FailedPrecondition("the scheduling loop is not running on this replica")
@@ -61,6 +69,7 @@ def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None =
     accepted: dict[str, model.Pod] = {}  # key -> pod, this request's
     uids: dict[str, str] = {}  # uid -> key, this request's
     for i, pod in enumerate(pods):
+        at = paths[i] if paths is not None else f"pods[{i}]"
         md = pod.metadata
         md.namespace = md.namespace or "default"
         if group_name:
@@ -69,7 +78,7 @@ def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None =
             validation.validate_pod(pod)
             manifests.validate_pod(pod)
         except ValueError as e:
-            results.append(SubmitResult(pod.key, message=f"pods[{i}].{e}"))
+            results.append(SubmitResult(pod.key, message=f"{at}.{e}"))
             continue
         md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
         existing = accepted.get(pod.key) or core.pods.by_key(pod.key)
@@ -81,7 +90,7 @@ def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None =
                     SubmitResult(
                         pod.key,
                         existing.metadata.uid,
-                        message=f"pods[{i}].metadata.name: already exists: a different pod {pod.key} "
+                        message=f"{at}.metadata.name: already exists: a different pod {pod.key} "
                         f"(uid {existing.metadata.uid!r}) has this name",
                     )
                 )
@@ -89,7 +98,7 @@ def submit(core: Core, pods: Sequence[model.Pod], group: model.PodGroup | None =
         holder = uids.get(md.uid) or _key_of(core.pods.get(md.uid))
         if holder is not None:
             results.append(
-                SubmitResult(pod.key, message=f"pods[{i}].metadata.uid: already exists: {md.uid!r} is pod {holder}'s")
+                SubmitResult(pod.key, message=f"{at}.metadata.uid: already exists: {md.uid!r} is pod {holder}'s")
             )
             continue
         accepted[pod.key] = pod

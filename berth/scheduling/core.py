@@ -128,6 +128,10 @@ class Core:
         self.decisions = decisions
         self.client = client
         self.metrics = metrics
+        # scheduler_cache_size, read from the cache at scrape time (it changes on every pod).
+        metrics.cache_size_from(
+            lambda: self.cache.node_count, lambda: self.cache.pod_count, lambda: self.cache.assumed_count
+        )
         self.clock = clock
         self.rng = rng
         #: The batch queues (empty without ``queues`` in the configuration).
@@ -178,12 +182,10 @@ class Core:
         self.cache.add_node(node)
         if self.scheduler is not None:
             self.scheduler.on_node(node)
-        self._cache_metrics()
 
     def on_node_delete(self, name: str) -> None:
         self.quota.capacity_changed()
         self.cache.remove_node(name)
-        self._cache_metrics()
 
     def admit_pods(self, pods: Sequence[model.Pod]) -> None:
         """Refuse a batch (valid pod by pod) that the core cannot take whole:
@@ -209,7 +211,7 @@ class Core:
                 if old is not None and node is not None and not stays:
                     step.append((node, -1, old))
             if counts:
-                step.append((pod.spec.node_name, 1, PodInfo.of(pod)))
+                step.append((pod.spec.node_name, 1, PodInfo.of(pod, like=self.cache.get_pod(uid))))
             steps.append(step)
         self.cache.check_steps(steps)
 
@@ -219,7 +221,7 @@ class Core:
         terminal = pod.status.phase in ("Succeeded", "Failed")
         if pod.spec.node_name and not terminal:
             try:
-                self.cache.add_pod(PodInfo.of(pod))
+                self.cache.add_pod(PodInfo.of(pod, like=self.cache.get_pod(uid)))
             except UsageOverflow as e:
                 # Only a source that cannot refuse (an informer) gets here: the
                 # cache keeps what it counted before rather than wrap a column.
@@ -230,15 +232,14 @@ class Core:
             self.cache.remove_pod(uid)
         if self.scheduler is not None:
             self.scheduler.on_pod(old, pod)
-        self._cache_metrics()
 
     def on_pod_delete(self, pod: model.Pod) -> None:
         self.pods.remove(pod)
+        self.decisions.pod_deleted(pod.key, pod.metadata.uid)
         removed = self.cache.remove_pod(pod.metadata.uid)
         self.quota.pod_deleted(pod.metadata.uid)
         if self.scheduler is not None:
             self.scheduler.on_pod_delete(pod, removed)
-        self._cache_metrics()
 
     def on_pod_group(self, group: model.PodGroup) -> None:
         self.pod_groups.put(group)
@@ -393,6 +394,3 @@ class Core:
     ) -> None:
         if self.scheduler is not None:
             self.scheduler.queue.on_event(fw.ClusterEvent(resource, action), pred=pred)
-
-    def _cache_metrics(self) -> None:
-        self.metrics.set_cache_size(self.cache.node_count, self.cache.pod_count, self.cache.assumed_count)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -104,7 +105,6 @@ class Scheduler:
             max_backoff=cfg.pod_max_backoff_seconds,
             max_in_unschedulable=cfg.pod_max_in_unschedulable_pods_seconds,
             clock=core.clock,
-            on_change=self._queue_metrics,
             nominator=core.nominator,
             lanes=core.quota,
             metrics=core.metrics,
@@ -114,20 +114,21 @@ class Scheduler:
         self.waiting = core.waiting
         self._binding: set[asyncio.Task[None]] = set()
         self._last_message: dict[str, str] = {}
-        self._pending_gauges: list[tuple[str, Any]] | None = None
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_children: dict[str, Any] = {}
         # scheduler_goroutines{operation="binding"}: the binding cycles in flight, read at scrape time.
         core.metrics.goroutines.labels("binding").set_function(lambda: len(self._binding))
+        # scheduler_pending_pods{queue}, read at scrape time too (the queue changes on every pod).
+        for q in ("active", "backoff", "unschedulable", "gated"):
+            core.metrics.pending_pods.labels(q).set_function(functools.partial(self._pending_count, q))
+        # Histograms observed through batches (metrics.Observations): once per pod or more.
+        self._algorithm_duration = core.metrics.observations(core.metrics.algorithm_duration)
+        self._pod_scheduling_attempts = core.metrics.observations(core.metrics.pod_scheduling_attempts)
 
     # ------------------------------------------------------------ metrics & decisions
 
-    def _queue_metrics(self, counts: dict[str, int]) -> None:
-        if self._pending_gauges is None:
-            g = self.core.metrics.pending_pods
-            self._pending_gauges = [(q, g.labels(q)) for q in ("active", "backoff", "unschedulable", "gated")]
-        for q, child in self._pending_gauges:
-            child.set(counts[q])
+    def _pending_count(self, queue: str) -> int:
+        return self.queue.counts()[queue]
 
     def _count_attempt(self, result: str, profile: str, started: float) -> None:
         """scheduler_schedule_attempts_total and the attempt duration; the
@@ -138,7 +139,7 @@ class Scheduler:
             m = self.core.metrics
             children = self._attempt_children[key] = (
                 m.schedule_attempts.labels(result, profile),
-                m.attempt_duration.labels(result, profile),
+                m.observations(m.attempt_duration.labels(result, profile)),
             )
         children[0].inc()
         children[1].observe(time.perf_counter() - started)
@@ -147,13 +148,13 @@ class Scheduler:
         """A pod bound (bindingCycle): its attempts, and the SLI latency from
         when it first entered activeQ, by attempts capped at "15+"."""
         m = self.core.metrics
-        m.pod_scheduling_attempts.observe(qpi.attempts)
+        self._pod_scheduling_attempts.observe(qpi.attempts)
         if qpi.initial_attempt_timestamp is None:
             return
         label = "15+" if qpi.attempts >= 15 else str(qpi.attempts)
         child = self._sli_children.get(label)
         if child is None:
-            child = self._sli_children[label] = m.pod_scheduling_sli_duration.labels(label)
+            child = self._sli_children[label] = m.observations(m.pod_scheduling_sli_duration.labels(label))
         child.observe(self.core.clock() - qpi.initial_attempt_timestamp)
 
     def emit(
@@ -265,6 +266,7 @@ class Scheduler:
     def on_pod_delete(self, pod: model.Pod, removed: PodInfo | None) -> None:
         uid = pod.metadata.uid
         self.queue.delete(uid)
+        self._last_message.pop(uid, None)  # bounded by the pods alive, not by those ever seen
         if self.waiting.get(uid) is not None:
             self.waiting.reject(uid, "", "pod deleted")
         if removed is not None:
@@ -388,14 +390,14 @@ class Scheduler:
                 rng=core.rng,
             )
         except algorithm.FitError as err:
-            core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+            self._algorithm_duration.observe(time.perf_counter() - started)
             self._handle_fit_error(fwk, state, qpi, err, snap, cycle, started)
             return
         except Exception as err:
             log.exception("scheduling %s", pod.key)
             self._failure(fwk, qpi, cycle, str(err), error=True, started=started)
             return
-        core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+        self._algorithm_duration.observe(time.perf_counter() - started)
 
         # Assume: the next cycle must see this pod on its node.
         assumed = msgspec.structs.replace(pod.pod, spec=msgspec.structs.replace(pod.pod.spec, node_name=result.node))
@@ -452,7 +454,7 @@ class Scheduler:
                     and other.namespace == pod.namespace
                 ):
                     self.waiting.reject(uid, QUOTA_PLUGIN, f"gang member {pod.key}: {verdict.message}")
-        self.core.metrics.algorithm_duration.observe(time.perf_counter() - started)
+        self._algorithm_duration.observe(time.perf_counter() - started)
         self._failure(fwk, qpi, cycle, str(algorithm.FitError(pod, diagnosis)), reasons=[st], started=started)
 
     def _reclaim(

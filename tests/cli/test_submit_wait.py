@@ -11,11 +11,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
 from berth import app, config
-from berth.adapters.grpc.server import GrpcServer
+from berth.adapters.grpc.server import GrpcServer, SchedulerServicer
 from berth.api.v1 import scheduler_pb2
 from berth.cli import main as cli
 from berth.cli import submit
@@ -161,6 +162,52 @@ async def test_a_pod_refused_at_submission_exits_1_without_waiting(
     assert status == 1
     (row,) = json.loads(out)
     assert row["status"] == "Rejected" and "already exists" in row["reason"]
+
+
+def many(tmp_path: Path, n: int) -> Path:
+    """``n`` small pods (10m cpu each) in one List manifest."""
+    docs = [yaml.safe_load(manifest(tmp_path, f"m{i:02d}", requests={"cpu": "10m"}).read_text()) for i in range(n)]
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    return path
+
+
+@pytest.mark.parametrize("batch_streams", [True, False], ids=["decision batches", "server without them"])
+async def test_many_pods_go_in_batches_and_are_followed_to_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, batch_streams: bool
+) -> None:
+    """Seven pods, three per Submit request: three requests, every pod
+    Scheduled; followed over WatchDecisionBatches, or over WatchDecisions
+    when the server does not implement the batched stream."""
+    monkeypatch.setattr(submit, "SUBMIT_BATCH", 3)
+    sizes: list[int] = []
+    real_call = cli.call
+
+    def counting_call(fn: Any, request: Any, server: str) -> Any:
+        sizes.append(len(request.pods))
+        return real_call(fn, request, server)
+
+    monkeypatch.setattr(cli, "call", counting_call)
+    if not batch_streams:
+
+        async def unimplemented(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
+            yield None  # pragma: no cover - an async generator, never reached
+
+        monkeypatch.setattr(SchedulerServicer, "WatchDecisionBatches", unimplemented)
+    path = many(tmp_path, 7)
+    async with scheduling() as s:
+        # Node "a" is full ("low" takes its 2 cpu): the pods go to a second node.
+        s.feed.upsert_nodes([make_node("b", cpu="2", memory="4Gi", pods=20)])
+        status, out, err = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "20", "--server", s.address, "-o", "json"
+        )
+    assert status == 0, err
+    assert sizes == [3, 3, 1]
+    rows = json.loads(out)
+    assert [r["pod"] for r in rows] == [f"default/m{i:02d}" for i in range(7)]
+    assert {r["status"] for r in rows} == {"Scheduled"}
+    assert {r["node"] for r in rows} == {"b"}
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1"])

@@ -489,6 +489,9 @@ _BUILDERS: dict[str, Any] = {
     "Scheduler/WatchDecisions": lambda r: scheduler_pb2.WatchDecisionsRequest(
         pods=[f"fuzz/{r.choice(POD_NAMES)}"], replay=r.random() < 0.5
     ),
+    "Scheduler/WatchDecisionBatches": lambda r: scheduler_pb2.WatchDecisionsRequest(
+        pods=[f"fuzz/{r.choice(POD_NAMES)}"], replay=r.random() < 0.5
+    ),
     "Scheduler/ListQueues": lambda r: scheduler_pb2.ListQueuesRequest(),
     "Scheduler/GetQueue": lambda r: scheduler_pb2.GetQueueRequest(name=r.choice(("default", "ghost", "", *NAMESPACES))),
     "Scheduler/ListPods": lambda r: scheduler_pb2.ListPodsRequest(
@@ -574,6 +577,7 @@ _WEIGHTS = {
     "Scheduler/Submit": 8,
     "Scheduler/Cancel": 4,
     "Scheduler/WatchDecisions": 1,
+    "Scheduler/WatchDecisionBatches": 1,
     "Scheduler/ListQueues": 1,
     "Scheduler/GetQueue": 1,
     "Scheduler/ListPods": 1,
@@ -623,4 +627,9 @@ def grpc_case(rng: random.Random, strings: list[str]) -> GrpcCase:
     if roll >= 0.55 and roll < 0.9:
         data, step = protomut.mutate_wire(data, rng, strings)
         steps.append(step)
-    return GrpcCase(f"/berth.v1.{name}", data, "; ".join(steps) or "valid", name.endswith("WatchDecisions"))
+    return GrpcCase(
+        f"/berth.v1.{name}",
+        data,
+        "; ".join(steps) or "valid",
+        name.endswith(("WatchDecisions", "WatchDecisionBatches")),
+    )

@@ -261,7 +261,7 @@ async def undecodable_protobuf_bytes(p: Probe) -> None:
             b"\x0a\x02\xc3\x28",
             b"\x9b\x06" * 5000,
         ):
-            await p.rpc(method, junk, streaming=method.endswith("WatchDecisions"))
+            await p.rpc(method, junk, streaming=method.endswith(("WatchDecisions", "WatchDecisionBatches")))
 
 
 async def a_rejected_batch_changes_nothing(p: Probe) -> None:

@@ -105,7 +105,7 @@ def test_any_string_as_a_quantity_gets_an_answer_below_500(
 @given(method=st.sampled_from(sorted(runner.RESPONSES)), data=st.binary(max_size=256))
 def test_any_bytes_as_a_grpc_request_are_never_unknown_or_internal(session: Session, method: str, data: bytes) -> None:
     tally = Tally("property", 0)
-    case = GrpcCase(method, data, "bytes", method.endswith("WatchDecisions"))
+    case = GrpcCase(method, data, "bytes", method.endswith(("WatchDecisions", "WatchDecisionBatches")))
     code, details, resp = session.run(runner.send_grpc(session.target, case))
     runner.check_grpc(session.target, case, code, details, resp, tally, 0)
     for v in session.target.invariants():

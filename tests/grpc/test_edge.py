@@ -96,11 +96,6 @@ HUGE_MS = 2**63 - 1
     ("call", "request_", "message"),
     [
         (
-            "Submit",
-            scheduler_pb2.SubmitRequest(pods=[pod_with(), pod_with(requests={"cpu": -1})]),
-            "pods[1].spec.containers[0].requests[cpu]: Invalid value: -1: must be greater than or equal to 0",
-        ),
-        (
             "Filter",
             scheduler_pb2.FilterRequest(
                 pod=pod_with(),
@@ -139,7 +134,6 @@ HUGE_MS = 2**63 - 1
         ),
     ],
     ids=[
-        "negative request names pod index and container",
         "negative allocatable names the node in the set",
         "timestamp beyond datetime",
         "negative gang minimum",

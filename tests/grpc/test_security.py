@@ -27,6 +27,7 @@ READ_ONLY = {
     "/berth.v1.Scheduler/Preempt",
     "/berth.v1.Scheduler/Explain",
     "/berth.v1.Scheduler/WatchDecisions",
+    "/berth.v1.Scheduler/WatchDecisionBatches",
     "/berth.v1.Scheduler/ListQueues",
     "/berth.v1.Scheduler/GetQueue",
     "/berth.v1.Scheduler/ListPods",
@@ -169,7 +170,7 @@ async def test_stop_with_grace_refuses_new_calls() -> None:
 async def call(ch: grpc.aio.Channel, method: str, metadata: tuple[tuple[str, str], ...] = ()) -> grpc.StatusCode:
     """The status of ``method`` with an empty (valid) request."""
     try:
-        if method.endswith("/WatchDecisions"):
+        if method.endswith(("/WatchDecisions", "/WatchDecisionBatches")):
             # Replay answers at once when a pod is known (else it waits for one).
             replay = scheduler_pb2.WatchDecisionsRequest(replay=True).SerializeToString()
             stream = ch.unary_stream(method)(replay, metadata=metadata, timeout=10)

@@ -79,12 +79,12 @@ async def test_gated_pod_waits_and_is_scheduled_once_its_gates_are_removed(berth
     berth.pods(gated)
     await berth.settle()
     assert berth.phase("default/gated") == "Gated"
-    assert berth.core.metrics.pending_pods.labels("gated")._value.get() == 1
+    assert berth.core.metrics.registry.get_sample_value("scheduler_pending_pods", {"queue": "gated"}) == 1
     assert berth.decision("default/gated").kind == DecisionKind.GATED
     berth.pods(msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[])))
     await berth.settle()
     assert berth.node_of("default/gated") == "n0"
-    assert berth.core.metrics.pending_pods.labels("gated")._value.get() == 0
+    assert berth.core.metrics.registry.get_sample_value("scheduler_pending_pods", {"queue": "gated"}) == 0
 
 
 async def test_higher_priority_pod_preempts_the_lowest_priority_victims(berth: Berth) -> None:

@@ -26,7 +26,7 @@ from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2
 from berth.cluster import model
 from berth.cluster.embedded import EmbeddedCluster
 from berth.config import GrpcConfig
-from berth.scheduling import batch, explain, visibility, whatif
+from berth.scheduling import batch, explain, turnstile, visibility, whatif
 from berth.scheduling.core import Core, VerbError
 from berth.scheduling.verbs import Extender, VictimsRequest
 
@@ -52,10 +52,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
     def __init__(self, core: Core, verbs: Extender) -> None:
         self.core = core
         self.verbs = verbs
+        #: The calls that evaluate pods queue here, fairly with the extender port.
+        self.turns = turnstile.Turnstile(turnstile.GRPC_WIDTH)
 
     async def Filter(self, request: scheduler_pb2.FilterRequest, context: Any) -> scheduler_pb2.FilterResponse:
         names, nodes = _node_set(request.nodes)
-        res = self.verbs.filter(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+        async with self.turns:
+            res = self.verbs.filter(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
         return scheduler_pb2.FilterResponse(
             node_names=res.passed,
             failed_nodes=res.failed,
@@ -67,7 +70,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         self, request: scheduler_pb2.PrioritizeRequest, context: Any
     ) -> scheduler_pb2.PrioritizeResponse:
         names, nodes = _node_set(request.nodes)
-        res = self.verbs.prioritize(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
+        async with self.turns:
+            res = self.verbs.prioritize(_pod(request.pod), names=names, nodes=nodes, profile=request.profile)
         return scheduler_pb2.PrioritizeResponse(
             host_priorities=[
                 scheduler_pb2.HostPriority(host=n, score=s) for n, s in zip(res.names, res.scores.tolist(), strict=True)
@@ -91,18 +95,36 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.BindResponse(error=await self.verbs.bind(r.pod_namespace, r.pod_name, r.pod_uid, r.node))
 
     async def Explain(self, request: scheduler_pb2.ExplainRequest, context: Any) -> scheduler_pb2.ExplainResponse:
-        e = explain.explain(self.core, _pod(request.pod), profile=request.profile, node_names=list(request.node_names))
+        pod = _pod(request.pod)
+        async with self.turns:
+            e = explain.explain(self.core, pod, profile=request.profile, node_names=list(request.node_names))
         return convert.explanation_to_pb(e)
 
     async def Submit(self, request: scheduler_pb2.SubmitRequest, context: Any) -> scheduler_pb2.SubmitResponse:
+        """Each pod is converted once, here at the door, and judged on its
+        own: one that cannot be converted is rejected with the field at
+        fault (``pods[i]...``) and the others go on, so a batch of N pods
+        answers as N single submits do."""
         group = convert.podgroup_from_pb(request.group, "group") if request.HasField("group") else None
-        results = batch.submit(self.core, convert.pods_from_pb(request.pods, "pods"), group)
-        return scheduler_pb2.SubmitResponse(
-            results=[
-                scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
-                for r in results
-            ]
-        )
+        pods: list[model.Pod] = []
+        paths: list[str] = []
+        refused: dict[int, scheduler_pb2.SubmitResult] = {}
+        for i, p in enumerate(request.pods):
+            path = f"pods[{i}]"
+            try:
+                pods.append(convert.pod_from_pb(p, path))
+                paths.append(path)
+            except errors.InvalidArgument as e:
+                key = model.pod_key(p.metadata.namespace or "default", p.metadata.name)
+                refused[i] = scheduler_pb2.SubmitResult(pod=key, message=str(e))
+        judged = iter(batch.submit(self.core, pods, group, paths=paths))
+        results = []
+        for i in range(len(request.pods)):
+            r = refused.get(i) or next(judged)
+            if isinstance(r, batch.SubmitResult):
+                r = scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
+            results.append(r)
+        return scheduler_pb2.SubmitResponse(results=results)
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: Any) -> scheduler_pb2.CancelResponse:
         res = batch.cancel(self.core, request.namespace, request.name)
@@ -115,6 +137,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
             yield convert.decision_to_pb(decision)
+
+    async def WatchDecisionBatches(
+        self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
+    ) -> AsyncIterator[scheduler_pb2.DecisionBatch]:
+        if self.core.scheduler is None:
+            raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
+        async for decisions in self.core.decisions.watch_batches(request.pods, replay=request.replay):
+            yield scheduler_pb2.DecisionBatch(decisions=[convert.decision_to_pb(d) for d in decisions])
 
     async def ListQueues(
         self, request: scheduler_pb2.ListQueuesRequest, context: Any
@@ -144,10 +174,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if not request.name:
             raise errors.InvalidArgument("name: required (a pod name)")
         key = model.pod_key(request.namespace or "default", request.name)
-        return convert.why_to_pb(visibility.why(self.core, key))
+        async with self.turns:
+            return convert.why_to_pb(visibility.why(self.core, key))
 
     async def WhatIf(self, request: scheduler_pb2.WhatIfRequest, context: Any) -> scheduler_pb2.WhatIfResponse:
-        answer = whatif.whatif(self.core, _pod(request.pod), request.replicas, profile=request.profile)
+        pod = _pod(request.pod)
+        async with self.turns:
+            answer = whatif.whatif(self.core, pod, request.replicas, profile=request.profile)
         return convert.whatif_to_pb(answer)
 
 

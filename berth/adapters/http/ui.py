@@ -43,7 +43,7 @@ import numpy as np
 from aiohttp import web
 
 from berth.cluster import model
-from berth.errors import InvalidArgument, NotFound
+from berth.errors import InvalidArgument, NotFound, ResourceExhausted
 from berth.framework.decision import Decision, DecisionKind
 from berth.scheduling import explain, visibility
 from berth.scheduling.core import Core
@@ -424,6 +424,8 @@ def add_routes(app: web.Application, core: Core) -> None:
                     await resp.write(b": keep-alive\n\n")
         except (ConnectionError, RuntimeError):
             pass  # the browser went away (aiohttp: "Cannot write to closing transport")
+        except ResourceExhausted:
+            pass  # it fell too far behind (decisions.MAX_BACKLOG_BYTES): it reconnects and replays
         finally:
             # A pending next() is always there: cancelling it ends the watch
             # (its generator's finally unsubscribes).

@@ -859,6 +859,30 @@ class Decision(_message.Message):
 Global___Decision: _TypeAlias = Decision  # noqa: Y015
 
 @_typing.final
+class DecisionBatch(_message.Message):
+    """Consecutive decisions of one WatchDecisionBatches stream, oldest first;
+    never empty.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Decision]: ...
+    def __init__(
+        self,
+        *,
+        decisions: _abc.Iterable[Global___Decision] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decisions", b"decisions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DecisionBatch: _TypeAlias = DecisionBatch  # noqa: Y015
+
+@_typing.final
 class QueueStatus(_message.Message):
     """---------------------------------------------------------------- queues
 

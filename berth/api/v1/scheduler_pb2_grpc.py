@@ -74,6 +74,11 @@ class SchedulerStub:
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_scheduler__pb2.Decision.FromString,
                 _registered_method=True)
+        self.WatchDecisionBatches = channel.unary_stream(
+                '/berth.v1.Scheduler/WatchDecisionBatches',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.DecisionBatch.FromString,
+                _registered_method=True)
         self.ListQueues = channel.unary_unary(
                 '/berth.v1.Scheduler/ListQueues',
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.ListQueuesRequest.SerializeToString,
@@ -158,6 +163,16 @@ class SchedulerServicer:
 
     def WatchDecisions(self, request, context):
         """A stream of the loop's decisions as they happen.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchDecisionBatches(self, request, context):
+        """The same decisions, in the same order, several per message: each
+        message carries every decision made since the previous one was sent
+        (at most 1000). One message per decision costs more than placing the
+        pod when thousands are submitted at once (`berth submit --wait`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -250,6 +265,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.WatchDecisions,
                     request_deserializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.FromString,
                     response_serializer=berth_dot_v1_dot_scheduler__pb2.Decision.SerializeToString,
+            ),
+            'WatchDecisionBatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchDecisionBatches,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.DecisionBatch.SerializeToString,
             ),
             'ListQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQueues,
@@ -493,6 +513,33 @@ class Scheduler:
             '/berth.v1.Scheduler/WatchDecisions',
             berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
             berth_dot_v1_dot_scheduler__pb2.Decision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchDecisionBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/berth.v1.Scheduler/WatchDecisionBatches',
+            berth_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.DecisionBatch.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,12 @@ class SchedulerStub:
     """Withdraw a submitted pod that is not bound yet."""
     WatchDecisions: _grpc.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]
     """A stream of the loop's decisions as they happen."""
+    WatchDecisionBatches: _grpc.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.DecisionBatch]
+    """The same decisions, in the same order, several per message: each
+    message carries every decision made since the previous one was sent
+    (at most 1000). One message per decision costs more than placing the
+    pod when thousands are submitted at once (`berth submit --wait`).
+    """
     ListQueues: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]
     """Every configured batch queue, parents before children in configuration
     order; empty when no queues are configured.
@@ -110,6 +116,12 @@ class SchedulerAsyncStub(SchedulerStub):
     """Withdraw a submitted pod that is not bound yet."""
     WatchDecisions: _aio.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]  # type: ignore[assignment]
     """A stream of the loop's decisions as they happen."""
+    WatchDecisionBatches: _aio.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.DecisionBatch]  # type: ignore[assignment]
+    """The same decisions, in the same order, several per message: each
+    message carries every decision made since the previous one was sent
+    (at most 1000). One message per decision costs more than placing the
+    pod when thousands are submitted at once (`berth submit --wait`).
+    """
     ListQueues: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]  # type: ignore[assignment]
     """Every configured batch queue, parents before children in configuration
     order; empty when no queues are configured.
@@ -206,6 +218,18 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_scheduler_pb2.Decision], _abc.AsyncIterator[_scheduler_pb2.Decision]]:
         """A stream of the loop's decisions as they happen."""
+
+    @_abc_1.abstractmethod
+    def WatchDecisionBatches(
+        self,
+        request: _scheduler_pb2.WatchDecisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_scheduler_pb2.DecisionBatch], _abc.AsyncIterator[_scheduler_pb2.DecisionBatch]]:
+        """The same decisions, in the same order, several per message: each
+        message carries every decision made since the previous one was sent
+        (at most 1000). One message per decision costs more than placing the
+        pod when thousands are submitted at once (`berth submit --wait`).
+        """
 
     @_abc_1.abstractmethod
     def ListQueues(

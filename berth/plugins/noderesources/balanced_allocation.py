@@ -58,6 +58,16 @@ def balanced_resource_scorer(req: IntArray, alloc: IntArray, weights: IntArray) 
     # negative (allocatable_requested clamps it), so every fraction is in
     # [0, 1], std in [0, 0.5] and the score in [50, 100].
     req_f = np.asarray(req, dtype=np.float64)
+    if r <= 2 and valid.all():
+        # Every resource counted on every row (the default profiles: cpu and
+        # memory on every node): the same float64 operations, fewer arrays.
+        if r < 2:
+            return np.full(n, fw.MAX_NODE_SCORE, dtype=np.int64)
+        alloc_f = np.asarray(alloc, dtype=np.float64)
+        f0 = np.minimum(req_f[:, 0] / alloc_f[:, 0], 1.0)
+        f1 = np.minimum(req_f[:, 1] / alloc_f[:, 1], 1.0)
+        two: IntArray = ((1 - np.abs((f0 - f1) / 2)) * float(fw.MAX_NODE_SCORE)).astype(np.int64)
+        return two
     alloc_f = np.asarray(np.where(valid, alloc, 1), dtype=np.float64)
     fractions: FloatArray = np.clip(req_f / alloc_f, 0.0, 1.0)
     count = valid.sum(axis=1)
