@@ -55,6 +55,7 @@ import itertools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -382,6 +383,28 @@ def _start(cp: bed.ControlPlane, which: str, tag: str) -> bed.Process:
     )
 
 
+#: ``BENCH_KUBE_PYSPY=DIR`` samples every Berth run with py-spy (``--subprocesses``,
+#: collapsed stacks in DIR/<run>.txt; py-spy runs beside Berth, so its own CPU
+#: is not counted in Berth's).
+PYSPY_ENV = "BENCH_KUBE_PYSPY"
+
+
+def _profile(proc: bed.Process, which: str, tag: str) -> subprocess.Popen[bytes] | None:
+    out = os.environ.get(PYSPY_ENV)
+    if not out or which != "berth":
+        return None
+    Path(out).mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).parent / "py-spy"
+    return subprocess.Popen(
+        [
+            *(str(exe), "record", "--pid", str(proc.proc.pid), "--subprocesses", "--rate", "200"),
+            *("--format", "raw", "--output", str(Path(out) / f"{tag}.txt"), "--nonblocking"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 async def _run(
     cp: bed.ControlPlane, api: Api, shape: Shape, which: str, rep: int, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -400,6 +423,7 @@ async def _run(
     load_before = loadavg()
     t_start = time.time()
     proc = _start(cp, which, tag)
+    profiler = _profile(proc, which, tag)
     timed_out = False
     churn = Churn(api.kube, shape.churn, shape.measure_ns, scheduler, tag) if shape.churn else contextlib.nullcontext()
     with CpuSampler(proc.proc.pid) as cpu, churn:
@@ -413,7 +437,10 @@ async def _run(
             if not left:
                 break
             now = time.monotonic()
-            if left != left_before:
+            # A stall is counted from the first bind: before it, the
+            # scheduler is starting (its LISTs take ~20 s at 5000 nodes and
+            # 11000 pods on a loaded machine) and only --timeout applies.
+            if left != left_before or left == n:
                 left_before, still_since = left, now
             if now > deadline or now - still_since > args.stall:
                 timed_out = True
@@ -421,6 +448,8 @@ async def _run(
     t_end = time.time()
     load_after = loadavg()
     proc.stop()
+    if profiler is not None:
+        profiler.wait(30)
     items = await api.pods(shape.measure_ns, f"{RUN_LABEL}={tag}")
     times = [t for t in map(_scheduled_at, items) if t is not None]
     result = throughput(times, cpu)

@@ -29,10 +29,13 @@ from berth.framework.runtime import Framework
 
 __all__ = [
     "ScratchNode",
+    "ScratchNodes",
     "Victims",
+    "active_extensions",
     "fits_with_nominated",
     "more_important",
     "select_victims_on_node",
+    "select_victims_on_nodes",
 ]
 
 
@@ -97,6 +100,183 @@ class ScratchNode:
         self.table.add_pod_usage(0, pi, 1)
 
 
+class ScratchNodes:
+    """A table of copies of ``infos``' nodes (row k is ``infos[k]``) whose pods
+    can be removed and added back, each row on its own."""
+
+    def __init__(self, snap: NodeTable, infos: Sequence[NodeInfo]) -> None:
+        nodes = [info.node for info in infos]
+        assert all(n is not None for n in nodes)
+        self.table = NodeTable.of_nodes([n for n in nodes if n is not None], snap.columns)
+        self.table.ensure_columns()
+        n = len(infos)
+        src = np.fromiter((snap.index[info.name] for info in infos), dtype=np.int64, count=n)
+        width = min(self.table.req.shape[1], snap.req.shape[1])
+        self.table.req[:n, :width] = snap.req[src, :width]
+        self.table.req_nz[:n, :width] = snap.req_nz[src, :width]
+        self.infos = [info.clone() for info in infos]
+        for k, clone in enumerate(self.infos):
+            self.table.infos[k] = clone
+
+    def remove(self, row: int, pi: PodInfo) -> None:
+        self.infos[row].remove_pod(pi)
+        self.table.add_pod_usage(row, pi, -1)
+
+    def add(self, row: int, pi: PodInfo) -> None:
+        self.infos[row].add_pod(pi)
+        self.table.add_pod_usage(row, pi, 1)
+
+    def shift(self, moves: Sequence[tuple[int, PodInfo]], sign: int) -> None:
+        """Take off (sign -1) or give back (sign 1) each of these pods of
+        their own rows, in one numpy update (``add_pod_usage`` a pod at a
+        time was a third of a dry run). Only for pods counted on the row in
+        the snapshot: their usage cannot overflow what it was."""
+        table = self.table
+        rows: list[int] = []
+        cols: list[int] = []
+        req: list[int] = []
+        nz: list[int] = []
+        index, width = table.columns.index, table.req.shape[1]
+        for row, pi in moves:
+            if sign > 0:
+                self.infos[row].add_pod(pi)
+            else:
+                self.infos[row].remove_pod(pi)
+            for name, (r, z) in pi.usage.items():
+                c = index.get(name)
+                if c is None or c >= width:
+                    c = table.columns.column(name)
+                    table.ensure_columns()
+                    index, width = table.columns.index, table.req.shape[1]
+                rows.append(row)
+                cols.append(c)
+                req.append(r)
+                nz.append(z)
+        if rows:
+            at = (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
+            np.add.at(table.req, at, np.asarray(req, dtype=np.int64) * sign)
+            np.add.at(table.req_nz, at, np.asarray(nz, dtype=np.int64) * sign)
+
+
+def active_extensions(fwk: Framework, state: fw.CycleState) -> list[fw.PreFilterExtensions]:
+    """The PreFilterExtensions to tell about removed and added pods: those
+    whose plugin's PreFilter did not Skip this pod (upstream's
+    ``RunPreFilterExtensionAddPod``/``RemovePod`` skip the plugins in
+    ``SkipFilterPlugins`` the same way)."""
+    return [e for e in fwk.pre_filter_extensions if getattr(e, "NAME", None) not in state.skip_filter]
+
+
+def _potential_victims(
+    pod: PodInfo, info: NodeInfo, candidates: Sequence[PodInfo] | None, restrict: bool, any_priority: bool
+) -> list[PodInfo]:
+    if candidates is None or not restrict:
+        potential = [p for p in info.pods.values() if p.priority < pod.priority]
+        if candidates is not None:
+            wanted = {c.uid for c in candidates}
+            potential = [p for p in potential if p.uid in wanted]
+        return potential
+    return [p for p in candidates if any_priority or p.priority < pod.priority]
+
+
+def _nominated_on(fwk: Framework, pod: PodInfo, info: NodeInfo) -> list[PodInfo]:
+    """The pods nominated to this node with at least the pod's priority, not yet on it."""
+    return [
+        p
+        for p in fwk.handle.nominator.pods_on(info.name)
+        if p.uid != pod.uid and p.priority >= pod.priority and p.uid not in info.pods
+    ]
+
+
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    at: int  # index into the caller's infos
+    order: list[PodInfo]  # victims in reprieve order: PDB-violating first
+    violating: int  # how many of ``order`` violate a PDB
+    nominated: list[PodInfo]
+    victims: list[PodInfo] = dataclasses.field(default_factory=list)
+    violations: int = 0
+
+
+def select_victims_on_nodes(
+    fwk: Framework,
+    pod: PodInfo,
+    snap: NodeTable,
+    infos: Sequence[NodeInfo],
+    candidates: Sequence[Sequence[PodInfo] | None],
+    pdbs: Sequence[model.PodDisruptionBudget],
+    *,
+    state: fw.CycleState,
+) -> list[Victims | None]:
+    """:func:`select_victims_on_node` for each of ``infos`` (``candidates[k]``
+    for ``infos[k]``), with the same answers.
+
+    kube-scheduler's DryRunPreemption runs SelectVictimsOnNode on 16
+    goroutines; one Python thread instead runs the nodes in lockstep over
+    one scratch table: all potential victims off every node, one Filter
+    pass over all of them, then the k-th victim of every node given back
+    and one Filter pass for all — about as many passes as the most victims
+    on one node, instead of that many per node. Rows are independent as
+    long as no PreFilterExtension is active for the pod (those count pods
+    across nodes in the cycle's state); otherwise the nodes are run one by
+    one.
+    """
+    if active_extensions(fwk, state):
+        return [
+            select_victims_on_node(fwk, pod, snap, info, c, pdbs, state=state)
+            for info, c in zip(infos, candidates, strict=True)
+        ]
+    out: list[Victims | None] = [None] * len(infos)
+    plans: list[_Plan] = []
+    for k, (info, c) in enumerate(zip(infos, candidates, strict=True)):
+        if info.node is None:
+            continue
+        potential = _potential_victims(pod, info, c, False, False)
+        if potential:
+            potential.sort(key=more_important)
+            violating, ok = _pdb_violations(potential, pdbs)
+            plans.append(_Plan(k, violating + ok, len(violating), _nominated_on(fwk, pod, info)))
+    if not plans:
+        return out
+    scratch = ScratchNodes(snap, [infos[p.at] for p in plans])
+
+    def fits(rows: list[int]) -> list[bool]:
+        """RunFilterPluginsWithNominatedPods for each of ``rows``."""
+        ok: list[bool] = fwk.run_filter(state, pod, scratch.table, np.asarray(rows, dtype=np.int64)).ok.tolist()
+        again = [i for i, r in enumerate(rows) if ok[i] and plans[r].nominated]
+        if again:
+            for i in again:
+                for p in plans[rows[i]].nominated:
+                    scratch.add(rows[i], p)
+            with_nominated = fwk.run_filter(
+                state, pod, scratch.table, np.asarray([rows[i] for i in again], dtype=np.int64)
+            ).ok.tolist()
+            for i, good in zip(again, with_nominated, strict=True):
+                for p in plans[rows[i]].nominated:
+                    scratch.remove(rows[i], p)
+                ok[i] = good
+        return ok
+
+    scratch.shift([(r, v) for r, plan in enumerate(plans) for v in plan.order], -1)
+    everything = list(range(len(plans)))
+    live = [r for r, good in zip(everything, fits(everything), strict=True) if good]
+    step = 0
+    while rows := [r for r in live if step < len(plans[r].order)]:
+        scratch.shift([(r, plans[r].order[step]) for r in rows], 1)
+        kept: list[tuple[int, PodInfo]] = []
+        for r, good in zip(rows, fits(rows), strict=True):
+            if not good:  # this victim's return keeps the pod out: it stays a victim
+                plan = plans[r]
+                v = plan.order[step]
+                kept.append((r, v))
+                plan.victims.append(v)
+                plan.violations += step < plan.violating
+        scratch.shift(kept, -1)
+        step += 1
+    for r in live:
+        out[plans[r].at] = Victims(plans[r].victims, plans[r].violations)
+    return out
+
+
 def select_victims_on_node(
     fwk: Framework,
     pod: PodInfo,
@@ -130,18 +310,12 @@ def select_victims_on_node(
     # candidate node, as kube-scheduler shares it through CycleState.Clone)
     # is restored before returning: whatever the extensions were told was
     # removed is added back.
-    if candidates is None or not restrict_to_candidates:
-        potential = [p for p in info.pods.values() if p.priority < pod.priority]
-        if candidates is not None:
-            wanted = {c.uid for c in candidates}
-            potential = [p for p in potential if p.uid in wanted]
-    else:
-        potential = [p for p in candidates if any_priority or p.priority < pod.priority]
+    potential = _potential_victims(pod, info, candidates, restrict_to_candidates, any_priority)
     if not potential:
         return None
 
     scratch = ScratchNode(snap, info)
-    extensions = fwk.pre_filter_extensions
+    extensions = active_extensions(fwk, state)
 
     def remove(v: PodInfo) -> None:
         if v.uid in scratch.info.pods:
@@ -158,11 +332,7 @@ def select_victims_on_node(
     # calls it: the room must also hold the pods already nominated to this
     # node with at least the pod's priority (else two preemptors would count
     # on the same freed room).
-    nominated = [
-        p
-        for p in fwk.handle.nominator.pods_on(info.name)
-        if p.uid != pod.uid and p.priority >= pod.priority and p.uid not in info.pods
-    ]
+    nominated = _nominated_on(fwk, pod, info)
 
     def fits() -> bool:
         if not fwk.run_filter(state, pod, scratch.table, scratch.rows).ok[0]:
@@ -225,7 +395,7 @@ def fits_with_nominated(
     if not added or info.node is None:
         return fw.SUCCESS
     scratch = ScratchNode(snap, info)
-    extensions = fwk.pre_filter_extensions
+    extensions = active_extensions(fwk, state)
     for p in added:
         scratch.add(p)
         for ext in extensions:

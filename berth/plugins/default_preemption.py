@@ -8,7 +8,8 @@
 2. Candidates: nodes that failed with Unschedulable (not unresolvable), a
    sample of at least ``minCandidateNodesAbsolute`` (100) or
    ``minCandidateNodesPercentage`` (10%) of them from a random offset; on
-   each, :func:`berth.framework.preemption.select_victims_on_node`.
+   each, :func:`berth.framework.preemption.select_victims_on_node` (run for
+   a batch of nodes at once by ``select_victims_on_nodes``).
 3. ``pickOneNodeForPreemption``: fewest PDB violations, then the lowest
    highest-victim priority, the smallest sum of victim priorities, the
    fewest victims, the latest start of the highest-priority victims, then
@@ -29,7 +30,7 @@ from typing import ClassVar
 
 import msgspec
 
-from berth.cache.infos import PodInfo
+from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import preemption
@@ -111,23 +112,37 @@ class DefaultPreemption:
         fwk = self.handle.framework
         candidates: list[Candidate] = []
         queues = self.handle.queues
-        for r in rows:
-            info = nodes.infos[r]
-            if info is None:
-                continue
-            allowed = None
-            if queues is not None and queues.enabled:
-                # Batch queues: priority preemption stays within the pod's
-                # own leaf queue (Kueue's withinClusterQueue); taking from
-                # other queues is reclaim's, by guarantees.
-                allowed = [p for p in info.pods.values() if queues.within_queue(pod, p)]
-                if not allowed:
+        # DryRunPreemption: nodes in offset order until ``want`` candidates
+        # (upstream cancels the rest once enough are found). Taken in
+        # batches of as many nodes as candidates are still wanted, each
+        # batch's dry runs done together (select_victims_on_nodes); the
+        # candidates kept are the first ``want`` in node order, as one by one.
+        at = 0
+        while at < len(rows) and len(candidates) < want:
+            batch = rows[at : at + want - len(candidates)]
+            at += len(batch)
+            infos: list[NodeInfo] = []
+            allowed: list[list[PodInfo] | None] = []
+            for r in batch:
+                info = nodes.infos[r]
+                if info is None:
                     continue
-            v = preemption.select_victims_on_node(fwk, pod, nodes, info, allowed, pdbs, state=state)
-            if v is not None and v.victims:
-                candidates.append(Candidate(info.name, v))
-                if len(candidates) >= want:
-                    break
+                mine = None
+                if queues is not None and queues.enabled:
+                    # Batch queues: priority preemption stays within the pod's
+                    # own leaf queue (Kueue's withinClusterQueue); taking from
+                    # other queues is reclaim's, by guarantees.
+                    mine = [p for p in info.pods.values() if queues.within_queue(pod, p)]
+                    if not mine:
+                        continue
+                infos.append(info)
+                allowed.append(mine)
+            found = preemption.select_victims_on_nodes(fwk, pod, nodes, infos, allowed, pdbs, state=state)
+            for info, v in zip(infos, found, strict=True):
+                if v is not None and v.victims:
+                    candidates.append(Candidate(info.name, v))
+                    if len(candidates) >= want:
+                        break
         if not candidates:
             return fw.PostFilterResult(
                 fw.Status.unschedulable(

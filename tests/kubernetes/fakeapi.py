@@ -14,6 +14,7 @@ open watches.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import aiohttp
+from aiohttp import web
 from kubernetes_asyncio import client
 from multidict import CIMultiDict
 
@@ -85,6 +87,17 @@ class FakeApiServer:
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self.refused = 0
+        #: Pods the writes act on: (namespace, name) -> {"uid", "nodeName"}.
+        self.pods: dict[tuple[str, str], dict[str, str]] = {}
+        #: An HTTP status every Binding (or status patch) gets instead of being served.
+        self.binding_status: int | None = None
+        self.status_status: int | None = None
+        self.delete_status: int | None = None
+        #: What the pod writes did, in order: ("bind", pod, node), ("status", pod, status), ("GET", pod, "").
+        self.writes: list[tuple[str, str, Any]] = []
+        #: Events by (namespace, name), and ("POST"|"PATCH", name, body) of every event write.
+        self.events: dict[tuple[str, str], dict[str, Any]] = {}
+        self.event_writes: list[tuple[str, str, dict[str, Any]]] = []
         self._rv = 100
         self._down = asyncio.Event()
 
@@ -124,7 +137,11 @@ class FakeApiServer:
         path = "/" + path
         self.requests.append((method, path))
         watch = "watch=True" in query or "watch=true" in query
-        body = json.loads(data) if isinstance(data, str) and data else None
+        body = json.loads(data) if isinstance(data, (str, bytes)) and data else None
+        if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(/binding|/status)?", path):
+            return self._pod_write(method, (m.group(1), m.group(2)), m.group(3) or "", body)
+        if m := re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?", path):
+            return self._event(method, m.group(1), m.group(2), body)
         if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
             return self._lease(method, m.group(1), m.group(2), body)
         if path in _LISTED:
@@ -147,6 +164,89 @@ class FakeApiServer:
         await down.wait()
         raise aiohttp.ClientPayloadError("Response payload is not completed (the API server went away)")
         yield b""  # an async generator
+
+    def _pod_write(self, method: str, key: tuple[str, str], sub: str, body: dict[str, Any] | None) -> Response:
+        pod = self.pods.get(key)
+        name = "/".join(key)
+        if sub == "/binding" and method == "POST":
+            assert body is not None
+            self.writes.append(("bind", name, body["target"]["name"]))
+            if self.binding_status is not None:
+                return Response(self.binding_status, _status(self.binding_status, "injected"))
+            if pod is None:
+                return Response(404, _status(404, f'pods "{key[1]}" not found'))
+            if body["metadata"].get("uid") != pod["uid"] or pod.get("nodeName"):
+                return Response(409, _status(409, f"pod {key[1]} is already assigned to a node"))
+            pod["nodeName"] = body["target"]["name"]
+            return Response(201, _status(201, "") | {"status": "Success"})
+        if sub == "/status" and method == "PATCH":
+            assert body is not None
+            self.writes.append(("status", name, body["status"]))
+            if self.status_status is not None:
+                return Response(self.status_status, _status(self.status_status, "injected"))
+            if pod is None:
+                return Response(404, _status(404, f'pods "{key[1]}" not found'))
+            return Response(200, {"metadata": {"name": key[1]}})
+        if sub == "" and method == "DELETE":
+            self.writes.append(("DELETE", name, (body or {}).get("preconditions", {})))
+            if self.delete_status is not None:
+                return Response(self.delete_status, _status(self.delete_status, "injected"))
+            if pod is None:
+                return Response(404, _status(404, f'pods "{key[1]}" not found'))
+            del self.pods[key]
+            return Response(200, {"metadata": {"name": key[1]}})
+        if sub == "" and method == "GET":
+            self.writes.append(("GET", name, ""))
+            if pod is None:
+                return Response(404, _status(404, f'pods "{key[1]}" not found'))
+            return Response(
+                200, {"metadata": {"name": key[1], "uid": pod["uid"]}, "spec": {"nodeName": pod["nodeName"]}}
+            )
+        return Response(405, _status(405, method))
+
+    def _event(self, method: str, ns: str, name: str | None, body: dict[str, Any] | None) -> Response:
+        assert body is not None
+        if method == "POST":
+            name = body["metadata"]["name"]
+            self.event_writes.append(("POST", name, body))
+            if (ns, name) in self.events:
+                return Response(409, _status(409, "already exists"))
+            self.events[(ns, name)] = dict(body)
+            return Response(201, body)
+        assert name is not None
+        self.event_writes.append((method, name, body))
+        have = self.events.get((ns, name))
+        if have is None:
+            return Response(404, _status(404, f'events.events.k8s.io "{name}" not found'))
+        have.update(body)
+        return Response(200, have)
+
+    def add_pod(self, namespace: str, name: str, uid: str, node: str = "") -> None:
+        self.pods[(namespace, name)] = {"uid": uid, "nodeName": node}
+
+    @contextlib.asynccontextmanager
+    async def serving_http(self) -> AsyncIterator[str]:
+        """This fake behind a real HTTP port on 127.0.0.1 (for a subprocess); yields its URL."""
+
+        async def handle(req: web.Request) -> web.StreamResponse:
+            try:
+                resp = await self.request(method=req.method, url=f"http://fake{req.path_qs}", data=await req.read())
+            except aiohttp.ClientConnectionError:
+                assert req.transport is not None
+                req.transport.abort()  # as a server gone away
+                raise
+            return web.Response(status=resp.status, body=await resp.read(), content_type="application/json")
+
+        server = web.Server(handle)
+        runner = web.ServerRunner(server)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            await runner.cleanup()
 
     def _lease(self, method: str, ns: str, name: str | None, body: dict[str, Any] | None) -> Response:
         if method == "POST":

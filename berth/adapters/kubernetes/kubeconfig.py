@@ -36,7 +36,7 @@ from kubernetes_asyncio.config import incluster_config
 
 from berth.config import ConfigError
 
-__all__ = ["load_api_client"]
+__all__ = ["load_api_client", "skip_proxy_lookups"]
 
 #: Where a pod's service-account credentials are mounted (client-go's
 #: ``rest.InClusterConfig`` reads the same files).
@@ -280,3 +280,19 @@ async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client
         except ConfigError as e:
             raise ConfigError(f"kubeconfig {path}: {e}") from None
     return client.ApiClient(configuration)
+
+
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NETRC")
+
+
+def skip_proxy_lookups(api: client.ApiClient) -> None:
+    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``,
+    so every request looks up proxy variables and ~/.netrc in a worker thread
+    (two thread hops per Binding, event and patch). With none of those
+    variables set there is nothing to find: turn the lookups off. With any
+    set, the session is left as the library made it."""
+    if any(os.environ.get(k) for k in _PROXY_ENV) or getattr(api.configuration, "proxy", None):
+        return
+    session = getattr(api.rest_client, "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False

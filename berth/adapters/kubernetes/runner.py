@@ -24,16 +24,19 @@ import logging
 import os
 import socket
 import uuid
+import weakref
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
+from berth.adapters.kubernetes import writer as _writer
 from berth.adapters.kubernetes.backoff import Backoff, retrying
 from berth.adapters.kubernetes.election import LeaderElector
 from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
 from berth.adapters.kubernetes.source import KubernetesSource
+from berth.adapters.kubernetes.writer import Recipe
 from berth.cluster import dra, model, storage
 from berth.scheduling.core import Core
 from berth.scheduling.loop import Scheduler
@@ -46,41 +49,38 @@ log = logging.getLogger(__name__)
 DISCOVERY_TIMEOUT_SECONDS = 30.0
 
 
+#: How each ApiClient of ``load_api_client`` was made, so the writer
+#: subprocess can make its own the same way.
+_RECIPES: weakref.WeakKeyDictionary[client.ApiClient, Recipe] = weakref.WeakKeyDictionary()
+
+
 async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client.ApiClient:
     """The ApiClient for ``--kubeconfig``/``--in-cluster``; a ConfigError
     naming the file and the problem when they cannot be used."""
     api = await _kubeconfig.load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
-    _skip_proxy_lookups(api)
+    _kubeconfig.skip_proxy_lookups(api)
+    _RECIPES[api] = Recipe(kubeconfig=kubeconfig, in_cluster=in_cluster)
     return api
 
 
-_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NETRC")
-
-
-def _skip_proxy_lookups(api: client.ApiClient) -> None:
-    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``,
-    so every request looks up proxy variables and ~/.netrc in a worker thread
-    (two thread hops per Binding, event and patch). With none of those
-    variables set there is nothing to find: turn the lookups off. With any
-    set, the session is left as the library made it."""
-    if any(os.environ.get(k) for k in _PROXY_ENV) or configuration_has_proxy(api):
-        return
-    session = getattr(api.rest_client, "pool_manager", None)
-    if session is not None and hasattr(session, "_trust_env"):
-        session._trust_env = False
-
-
-def configuration_has_proxy(api: client.ApiClient) -> bool:
-    return bool(getattr(api.configuration, "proxy", None))
-
-
 class KubernetesRunner:
-    def __init__(self, core: Core, api: client.ApiClient, *, identity: str | None = None) -> None:
+    def __init__(
+        self, core: Core, api: client.ApiClient, *, identity: str | None = None, writer: Recipe | None = None
+    ) -> None:
+        """``writer``: how the writer subprocess reaches the API server; by
+        default as ``api`` was made by :func:`load_api_client`. An ApiClient
+        made otherwise (tests' in-process fakes) without a ``writer`` writes
+        from this process."""
         self.core = core
         self.api = api
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         first_profile = core.cfg.profiles[0].scheduler_name
-        self.source = KubernetesSource(api, identity=self.identity, scheduler_name=first_profile)
+        recipe = writer or _RECIPES.get(api)
+        process = None
+        if recipe is not None:
+            spawn = _writer.subprocess_spawner(recipe, identity=self.identity, scheduler_name=first_profile)
+            process = _writer.WriterProcess(spawn)
+        self.source = KubernetesSource(api, identity=self.identity, scheduler_name=first_profile, writer=process)
         core.default_source = self.source
         self.informers: list[Informer[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -346,6 +346,9 @@ class KubernetesRunner:
 
     async def run(self) -> None:
         """Informers, readiness, then schedule while leading; runs until cancelled."""
+        if self.source.writer is not None:
+            # Started beside the informers' LISTs: ready by the first bind.
+            self._tasks.append(asyncio.create_task(self.source.writer.start(), name="writer-start"))
         try:
             await self.start_informers()
             self.core.ready = True
@@ -360,5 +363,9 @@ class KubernetesRunner:
             await cancel_all(self._tasks)
 
     async def close(self) -> None:
+        try:
+            await self.source.close()
+        except Exception:
+            log.exception("stopping the writer")
         with contextlib.suppress(Exception):
             await self.api.close()

@@ -23,70 +23,58 @@
 - failures: a ``FailedScheduling`` event and the ``PodScheduled=False``
   condition with reason ``Unschedulable`` and the FitError message; success:
   a ``Scheduled`` event (``events.k8s.io/v1``, reportingController ``berth``).
+
+The Binding, the PodScheduled condition, the events, evictions and
+nominations are :mod:`.writes`;
+with a :class:`~.writer.WriterProcess` (``berth serve``'s default) they are
+performed in the writer subprocess, off the scheduling loop's core.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-import aiohttp
 import msgspec
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth.adapters.kubernetes.writer import WriterProcess
+from berth.adapters.kubernetes.writes import REQUEST_TIMEOUT_SECONDS, PodRef, PodWrites
 from berth.cluster import dra, model, storage
-from berth.cluster.sources import BindConflict, BindError, Conflict, FeedRefused
+from berth.cluster.sources import Conflict, FeedRefused
 from berth.errors import NotFound
 
 __all__ = ["KubernetesSource"]
 
 log = logging.getLogger(__name__)
 
-#: The same (pod, message) is reported at most this often (kube-scheduler's
-#: event correlator aggregates repeats in a similar way).
-EVENT_REPEAT_SECONDS = 60.0
-#: Every write gives up after this: kubernetes-asyncio sets no timeout, and a
-#: hung API server must not hold a binding cycle (or a shutdown) forever. A
-#: bind that timed out but did happen is found on the retry (409, same node).
-REQUEST_TIMEOUT_SECONDS = 30.0
-
-
-def _now_micro() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class _BoundPod(msgspec.Struct):
-    spec: model.PodSpec = msgspec.field(default_factory=model.PodSpec)
-    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
-
 
 class KubernetesSource:
     name = "kubernetes"
 
-    def __init__(self, api: client.ApiClient, *, identity: str, scheduler_name: str = "berth") -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        identity: str,
+        scheduler_name: str = "berth",
+        writer: WriterProcess | None = None,
+    ) -> None:
         # Typed as Any: we pass plain dicts and read raw responses
         # (_preload_content=False), which the generated signatures do not describe.
         self.core_v1: Any = client.CoreV1Api(api)
-        self.events_v1: Any = client.EventsV1Api(api)
         self.resource_v1: Any = client.ResourceV1Api(api)
         self.identity = identity
         self.scheduler_name = scheduler_name
-        self._reported: dict[tuple[str, str], float] = {}
-        #: The PodScheduled message last written, by pod uid. The condition
-        #: always shows the latest reason — kube-scheduler's ``updatePod``
-        #: patches whenever the condition differs — and only events are
-        #: rate-limited: else a reason that comes back within
-        #: EVENT_REPEAT_SECONDS (quota, then nodes, then quota) would leave
-        #: the condition showing the one in between.
-        self._condition: dict[str, str] = {}
+        #: The Binding, conditions and events written from this process...
+        self.writes = PodWrites(api, identity=identity, scheduler_name=scheduler_name)
+        #: ...or, when set and working, from the writer subprocess (:mod:`.writer`).
+        self.writer = writer
+
+    def _remote(self) -> WriterProcess | None:
+        w = self.writer
+        return w if w is not None and not w.broken else None
 
     # Pods of this source are the API server's: they are created and deleted
     # there (kubectl, controllers), never by Berth's clients.
@@ -97,109 +85,46 @@ class KubernetesSource:
         raise FeedRefused("pods of a Kubernetes-backed Berth are deleted through the API server")
 
     async def bind(self, pod: model.Pod, node: str) -> None:
-        md = pod.metadata
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": md.name, "namespace": md.namespace, "uid": md.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        try:
-            resp = await self.core_v1.create_namespaced_pod_binding(
-                md.name, md.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
-        except Exception as e:
-            raise BindError(f"binding {pod.key} to {node}: {e}") from e
-        try:
-            status, text = resp.status, (await resp.read()).decode(errors="replace")
-        finally:
-            resp.release()
-        if 200 <= status <= 299:
-            return
-        if status == 409:
-            current = await self._current_node(md.namespace, md.name)
-            if current == node:
-                return
-            raise BindConflict(f"pod {pod.key} is already assigned to node {current!r}")
-        if status == 404:
-            raise BindConflict(f'pods "{md.name}" not found')
-        raise BindError(f"binding {pod.key} to {node}: HTTP {status}: {text[:300]}")
+        remote = self._remote()
+        if remote is not None:
+            await remote.bind(PodRef.of(pod), node)
+        else:
+            await self.writes.bind(PodRef.of(pod), node)
 
-    async def _current_node(self, namespace: str, name: str) -> str:
-        resp = await self.core_v1.read_namespaced_pod(
-            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
-        )
-        try:
-            data = await resp.read()
-        finally:
-            resp.release()
-        if resp.status != 200:
-            return ""
-        return msgspec.json.decode(data, type=_BoundPod).spec.node_name
-
-    async def evict(self, pod: model.Pod, reason: str) -> None:
-        md = pod.metadata
-        condition = {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": "PreemptionByScheduler",
-            "message": f"{self.scheduler_name}: {reason}",
-            "lastTransitionTime": _now(),
-        }
-        await self._patch_status(pod, {"conditions": [condition]}, "marking victim")
-        try:
-            await self.core_v1.delete_namespaced_pod(
-                md.name, md.namespace, body={"preconditions": {"uid": md.uid}}, _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
-        except ApiException as e:
-            if e.status not in (404, 409):
-                raise
-        await self._event(pod, "Normal", "Preempted", "Preempting", reason)
-
-    async def nominate(self, pod: model.Pod, node: str) -> None:
-        await self._patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")
+    async def report_scheduled(self, pod: model.Pod, node: str) -> None:
+        remote = self._remote()
+        if remote is not None:
+            await remote.report_scheduled(PodRef.of(pod), node)
+        else:
+            self.writes.report_scheduled(PodRef.of(pod), node)
 
     async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
-        uid = pod.metadata.uid
-        if self._condition.get(uid) != message:
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastProbeTime": None,
-                "lastTransitionTime": _now(),
-            }
-            if await self._patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of"):
-                self._condition.pop(uid, None)  # re-inserted last: the dict is in order of use
-                self._condition[uid] = message
-                if len(self._condition) > 10000:  # pods gone long ago; forgetting one costs one patch
-                    self._condition = dict(list(self._condition.items())[-5000:])
-        key = (uid, message)
-        now = time.monotonic()
-        if now - self._reported.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
-            return
-        self._reported[key] = now
-        if len(self._reported) > 10000:
-            self._reported = {k: t for k, t in self._reported.items() if now - t < EVENT_REPEAT_SECONDS}
-        await self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+        remote = self._remote()
+        if remote is not None:
+            await remote.report_unschedulable(PodRef.of(pod), message)
+        else:
+            await self.writes.report_unschedulable(PodRef.of(pod), message)
 
-    async def _patch_status(self, pod: model.Pod, status: dict[str, Any], what: str) -> bool:
-        """Strategic-merge ``status`` into the pod's status; a pod already
-        gone is fine. False when the API refused it or went away."""
-        md = pod.metadata
-        try:
-            await self.core_v1.patch_namespaced_pod_status(
-                md.name, md.namespace, {"status": status}, _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
-        except ApiException as e:
-            if e.status != 404:
-                log.warning("%s %s: %s", what, pod.key, e.reason)
-                return False
-        except (aiohttp.ClientError, OSError, TimeoutError) as e:  # the API server went away: best effort
-            log.warning("%s %s: %s", what, pod.key, e)
-            return False
-        return True
+    async def evict(self, pod: model.Pod, reason: str) -> None:
+        remote = self._remote()
+        if remote is not None:
+            await remote.evict(PodRef.of(pod), reason, self.scheduler_name)
+        else:
+            await self.writes.evict(PodRef.of(pod), reason, self.scheduler_name)
+
+    async def nominate(self, pod: model.Pod, node: str) -> None:
+        remote = self._remote()
+        if remote is not None:
+            await remote.nominate(PodRef.of(pod), node)
+        else:
+            await self.writes.nominate(PodRef.of(pod), node)
+
+    async def close(self) -> None:
+        """Stop the writer (after its writes in flight) and the event writers."""
+        if self.writer is not None:
+            await self.writer.close()
+        await self.writes.events.flush()
+        await self.writes.close()
 
     # ------------------------------------------------------------ ResourceClaims
 
@@ -264,37 +189,6 @@ class KubernetesSource:
             **_MERGE_PATCH,
         )
         return await _object_from(resp, storage.PersistentVolumeClaim, f'persistentvolumeclaims "{md.name}"')
-
-    async def report_scheduled(self, pod: model.Pod, node: str) -> None:
-        await self._event(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
-
-    async def _event(self, pod: model.Pod, type_: str, reason: str, action: str, note: str) -> None:
-        md = pod.metadata
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            # client-go's recorder names events "<object>.<unix nanos in hex>";
-            # a generateName ending in "." is rejected by validation.
-            "metadata": {"name": f"{md.name}.{time.time_ns():x}", "namespace": md.namespace},
-            "eventTime": _now_micro(),
-            "reportingController": f"{self.scheduler_name}",
-            "reportingInstance": self.identity,
-            "action": action,
-            "reason": reason,
-            "type": type_,
-            "note": note[:1024],
-            "regarding": {"apiVersion": "v1", "kind": "Pod", "name": md.name, "namespace": md.namespace, "uid": md.uid},
-        }
-        try:
-            resp = await self.events_v1.create_namespaced_event(
-                md.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
-            )
-            status = resp.status
-            resp.release()
-            if status >= 300:
-                log.warning("event %s for %s: HTTP %d", reason, pod.key, status)
-        except Exception as e:  # events are best effort, as in client-go
-            log.warning("event %s for %s: %s", reason, pod.key, e)
 
 
 class _Status(msgspec.Struct):
