@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: install run test test-fast lint protos check-protos e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
+.PHONY: install run test test-fast lint protos e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
 
 install: $(STAMP)
 
