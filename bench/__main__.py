@@ -102,7 +102,7 @@ def _targets() -> list[tuple[str, str, str]]:
     row("full NodeList Berth/TopoLVM <= 0.3", v, "{:.2f}", None if v is None else v <= 0.3)
     v = get("extender-node-cache", "berth", "p99_ms", "median")
     row("node-cache filter+prioritize p99 <= 2 ms", v, "{:.2f} ms", None if v is None else v <= 2)
-    v = get("grpc-submit", "pods_per_second", "median")
+    v = get("grpc", "cli", "pods_per_second", "median")
     row("berth submit 10000 pods, 5000 nodes >= 2000/s", v, "{:.0f} pods/s", None if v is None else v >= 2000)
     v = get("memory-serve", "rss_mib")
     row("RSS 5000 nodes + 50000 pods <= 300 MB", v, "{:.0f} MiB", None if v is None else v * 1.048576 <= 300)

@@ -23,6 +23,16 @@ __all__ = ["cached", "demo_berth_serve", "table"]
 ROOT = Path(__file__).parents[1]
 
 
+class ManualClock:
+    """A clock tests move by hand (``clock.now += 5``); call it for the time."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def table(nodes: Iterable[model.Node], pods: Iterable[model.Pod] = ()) -> NodeTable:
     """A snapshot holding ``nodes`` and the bound ``pods`` (spec.nodeName set)."""
     return Cluster(nodes, pods).snapshot

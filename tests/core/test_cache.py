@@ -8,14 +8,9 @@ import pytest
 from berth.cache.cache import Cache, CacheError
 from berth.cache.infos import PodInfo
 from berth.testing import make_node, make_pod
+from tests.support import ManualClock
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+FakeClock = ManualClock
 
 
 def cpu_requested(cache: Cache, node: str) -> int:

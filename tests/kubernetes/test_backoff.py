@@ -11,14 +11,7 @@ import logging
 import pytest
 
 from berth.adapters.kubernetes.backoff import Backoff, retrying
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support import ManualClock
 
 
 @pytest.mark.parametrize(
@@ -33,7 +26,7 @@ class Clock:
 def test_steps_double_from_800ms_to_a_30s_cap_with_up_to_100_percent_jitter(
     case: str, rng: float, waits: list[float]
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     backoff = Backoff(clock=clock, rng=lambda: rng)
     got = []
     for _ in waits:
@@ -50,7 +43,7 @@ def test_steps_double_from_800ms_to_a_30s_cap_with_up_to_100_percent_jitter(
     ],
 )
 def test_the_backoff_starts_over_after_two_quiet_minutes(case: str, idle: float, next_wait: float) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     backoff = Backoff(clock=clock, rng=lambda: 0.0)
     assert [backoff.next(), backoff.next(), backoff.next()] == [0.8, 1.6, 3.2]
     clock.now += idle

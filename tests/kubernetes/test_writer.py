@@ -26,6 +26,7 @@ from berth.adapters.kubernetes.writes import EventRecorder, PodRef, PodWrites
 from berth.cluster.sources import BindConflict, BindError
 from berth.testing import make_pod
 from tests.kubernetes.fakeapi import FakeApiServer
+from tests.support import ManualClock
 
 POD = PodRef("default", "p", "uid-p")
 
@@ -354,14 +355,6 @@ class Requests:
         return answer, b"{}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize(
     ("case", "steps", "calls"),
     [
@@ -383,7 +376,7 @@ class Clock:
 async def test_isomorphic_events_become_a_series_as_in_client_go(
     case: str, steps: list[float], calls: list[tuple[str, int | None]]
 ) -> None:
-    req, clock = Requests(), Clock()
+    req, clock = Requests(), ManualClock(1000.0)
     rec = EventRecorder(req, controller="berth", instance="t", clock=clock)
     try:
         for dt in steps:
