@@ -11,8 +11,13 @@ Three places a pending pod can be::
                                      for, or podMaxInUnschedulablePodsDuration
 
 - activeQ is ordered by the profile's QueueSort plugin (priority, then age).
-- backoffQ holds pods until ``initial * 2^(attempts-1)`` (capped) has passed
-  since their last attempt.
+- backoffQ (:mod:`berth.queue.backoff`) holds pods until ``initial *
+  2^(attempts-1)`` (capped) has passed since their last attempt.
+- SchedulerPopFromBackoffQ (kube-scheduler v1.34, beta, on by default; the
+  ``pop_from_backoff`` argument): when activeQ is empty the next pop takes
+  the head of backoffQ's plugin-rejected heap (not the error one) instead
+  of waiting; backoff expiries align to 1 s windows, a pod enters backoffQ
+  only past PreEnqueue, and leaves it for activeQ without re-running it.
 - A pod rejected by plugins waits in unschedulablePods until a cluster event
   one of those plugins registered for arrives (``EventsToRegister``); if such
   an event arrived while the pod was being scheduled, it goes to backoffQ at
@@ -24,6 +29,10 @@ Three places a pending pod can be::
   ("lane"): each pop first picks the lane (the fair order: lowest weighted
   dominant share, hierarchically), then the best pod in it by QueueSort. A
   pod that cannot be placed parks as usual, so it never blocks its lane.
+  backoffQ is one queue for all lanes: it is popped early only when every
+  lane's activeQ is empty, and then by upstream's order (expiry window,
+  then QueueSort) — any lane's pod is better than an idle scheduler, and a
+  lane with active pods is always served from activeQ first.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.metrics import Metrics, QueueRecorder
+from berth.queue import backoff as bq
 from berth.queue.nominator import Nominator
 
 __all__ = ["Lanes", "SchedulingQueue"]
@@ -77,6 +87,7 @@ EVENT_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 EVENT_BACKOFF_COMPLETE = "BackoffComplete"
 EVENT_FORCE_ACTIVATE = "ForceActivate"
 EVENT_UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+EVENT_POP_FROM_BACKOFF = "PopFromBackoffQ"
 
 
 def event_label(event: fw.ClusterEvent) -> str:
@@ -115,7 +126,10 @@ class Lanes(Protocol):
 class _Entry:
     qpi: fw.QueuedPodInfo
     phase: str | None  # None only while being created
-    backoff_until: float = 0.0
+    # BackoffExpiration (getBackoffTime), aligned to its window with the gate on.
+    backoff_expiry: float = bq.NO_BACKOFF
+    # The last failure was an error (podErrorBackoffQ, never popped early).
+    error: bool = False
     unschedulable_since: float = 0.0
     lane: str = ""
     # The plugins this pod counts for in scheduler_unschedulable_pods.
@@ -139,13 +153,12 @@ class SchedulingQueue:
         nominator: Nominator | None = None,
         lanes: Lanes | None = None,
         metrics: Metrics | None = None,
+        pop_from_backoff: bool = True,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         # plugin name -> events that may make pods it rejected schedulable
         self._events = events
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
         self.max_in_unschedulable = max_in_unschedulable
         self._clock = clock
         self._on_change = on_change
@@ -160,7 +173,12 @@ class SchedulingQueue:
         self._active: dict[str, list[tuple[Any, int, str]]] = {"": []}
         self._active_count: dict[str, int] = {}
         self._seq = itertools.count()
-        self._backoff: list[tuple[float, int, str]] = []
+        # Berth has no feature-gate configuration: SchedulerPopFromBackoffQ
+        # is on, as by default in v1.34, unless a caller turns it off.
+        self.pop_from_backoff = pop_from_backoff
+        self._backoff = bq.BackoffQueue(
+            initial=initial_backoff, maximum=max_backoff, sort_key=sort_key, pop_from_backoff=pop_from_backoff
+        )
         self._wakeup = asyncio.Event()
         self.scheduling_cycle = 0
         self._move_request_cycle = -1
@@ -206,6 +224,8 @@ class SchedulingQueue:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
             if e.phase == PHASE_ACTIVE:
                 self._lane_count(e.lane, -1)
+            elif e.phase == PHASE_BACKOFF:
+                self._backoff.delete(uid)
         e.phase = phase
         self._counts[_COUNT_KEYS[phase]] += 1
         if phase == PHASE_ACTIVE:
@@ -232,6 +252,8 @@ class SchedulingQueue:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
             if e.phase == PHASE_ACTIVE:
                 self._lane_count(e.lane, -1)
+            elif e.phase == PHASE_BACKOFF:
+                self._backoff.delete(uid)
             self._parked.pop(uid, None)
         if e is not None and self._lanes is not None:
             self._lanes.pending_left(uid)
@@ -283,18 +305,39 @@ class SchedulingQueue:
         self._wakeup.set()
 
     def _to_backoff(self, e: _Entry, event: str = "") -> None:
+        """backoffQueue.add; the pod has passed PreEnqueue (gate on)."""
         if event:
             self._metrics.incoming("backoff", event)
         self._set_phase(e, PHASE_BACKOFF)
-        heapq.heappush(self._backoff, (e.backoff_until, next(self._seq), e.qpi.info.uid))
+        self._backoff.add(e.qpi, e.backoff_expiry, error=e.error)
+        if self.pop_from_backoff and not e.error:
+            # A pod activeQ may pop at once: wake a waiting pop (upstream
+            # broadcasts when queue == backoffQ with the gate on).
+            self._wakeup.set()
 
-    def _backoff_duration(self, attempts: int) -> float:
-        if attempts <= 0:
-            return 0.0
-        return float(min(self.initial_backoff * (2 ** (attempts - 1)), self.max_backoff))
+    def _move_to_backoff(self, e: _Entry, event: str) -> bool:
+        """moveToBackoffQ: with SchedulerPopFromBackoffQ, PreEnqueue runs on
+        the way into backoffQ (not on the way out), and a pod it rejects
+        parks as gated instead. True if the pod is in backoffQ."""
+        if self.pop_from_backoff and not self._pre_enqueue_ok(e, event):
+            return False
+        self._to_backoff(e, event)
+        return True
+
+    def _backing_off(self, e: _Entry, now: float) -> bool:
+        return self._backoff.backing_off(e.backoff_expiry, now)
 
     def _gate_or_activate(self, e: _Entry, event: str) -> None:
         """Run PreEnqueue; park the pod as gated, or move it on."""
+        if not self._pre_enqueue_ok(e, event):
+            return
+        if self._backing_off(e, self._clock()):
+            self._to_backoff(e, event)
+        else:
+            self._to_active(e, event)
+
+    def _pre_enqueue_ok(self, e: _Entry, event: str) -> bool:
+        """Run PreEnqueue; a pod it rejects parks as gated (False)."""
         started = time.perf_counter()
         st = self._pre_enqueue(e.qpi.info, e.qpi.profile)
         self._metrics.pre_enqueue(e.qpi.profile, st.code, time.perf_counter() - started)
@@ -307,13 +350,9 @@ class SchedulingQueue:
             e.qpi.gated_by = st.plugin
             e.qpi.pending_plugins = {st.plugin} if st.plugin else set()
             e.unschedulable_since = self._clock()
-            return
+            return False
         e.qpi.gated_by = ""
-        now = self._clock()
-        if e.qpi.attempts and now < e.backoff_until:
-            self._to_backoff(e, event)
-        else:
-            self._to_active(e, event)
+        return True
 
     def add(self, pod: PodInfo, profile: str) -> None:
         """A new pending pod (or a newer version of one the queue holds)."""
@@ -337,6 +376,8 @@ class SchedulingQueue:
         if e.phase == PHASE_ACTIVE:
             # Re-push so a changed priority re-sorts; stale heap entries are skipped on pop.
             self._to_active(e)
+        elif e.phase == PHASE_BACKOFF:
+            self._backoff.update(e.qpi)  # backoffQueue.update: re-sorts too
         elif e.phase in (PHASE_GATED, PHASE_UNSCHEDULABLE):
             # kube-scheduler: an update to an unschedulable pod may make it
             # schedulable (isPodUpdated); a gated pod is re-checked.
@@ -366,12 +407,18 @@ class SchedulingQueue:
         if e is None or e.phase != PHASE_IN_FLIGHT:
             return  # deleted meanwhile, or re-added by an update
         now = self._clock()
-        e.backoff_until = now + self._backoff_duration(qpi.attempts)
+        # AddUnschedulableIfNotPresent refreshes Timestamp and clears the
+        # cached BackoffExpiration; Berth counts attempts where upstream
+        # counts UnschedulableCount / ConsecutiveErrorsCount.
+        e.backoff_expiry = self._backoff.expiry(now, qpi.attempts)
+        rejectors = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
+        # backoffQueue.add: no rejecting plugin means an error (podErrorBackoffQ).
+        e.error = error or not rejectors
         if not error:
-            self._count_rejectors(e, frozenset(qpi.unschedulable_plugins | qpi.pending_plugins))
+            self._count_rejectors(e, rejectors)
         if error or self._move_request_cycle >= cycle:
             # An error, or a cluster event arrived while this pod was in flight.
-            self._to_backoff(e, EVENT_ATTEMPT_FAILURE)
+            self._move_to_backoff(e, EVENT_ATTEMPT_FAILURE)
         else:
             self._metrics.incoming("unschedulable", EVENT_ATTEMPT_FAILURE)
             self._set_phase(e, PHASE_UNSCHEDULABLE)
@@ -429,11 +476,12 @@ class SchedulingQueue:
                 self._gate_or_activate(e, label)
                 moved += e.phase != PHASE_GATED
                 continue
-            if now < e.backoff_until:
-                self._to_backoff(e, label)
+            # requeuePodWithQueueingStrategy: backoffQ only while backing off.
+            if self._backing_off(e, now):
+                moved += self._move_to_backoff(e, label)
             else:
                 self._to_active(e, label)
-            moved += 1
+                moved += 1
         if moved:
             self._changed()
         return moved
@@ -442,16 +490,21 @@ class SchedulingQueue:
         """Backoff completions to activeQ; leftovers of the unschedulable pool out."""
         now = self._clock()
         moved = False
-        while self._backoff and self._backoff[0][0] <= now:
-            _, _, uid = heapq.heappop(self._backoff)
-            e = self._entries.get(uid)
-            if e is not None and e.phase == PHASE_BACKOFF and e.backoff_until <= now:
+        # flushBackoffQCompleted. Berth flushes at every pop and wakes at
+        # next_backoff_deadline, which with the gate on is a window's start,
+        # so whole windows move at once as upstream's aligned ticker does.
+        for qpi in self._backoff.pop_all_completed(now):
+            e = self._entries.get(qpi.info.uid)
+            if e is None or e.phase != PHASE_BACKOFF:
+                continue
+            # moveToActiveQ: PreEnqueue already ran on the way in (gate on).
+            if self.pop_from_backoff or self._pre_enqueue_ok(e, EVENT_BACKOFF_COMPLETE):
                 self._to_active(e, EVENT_BACKOFF_COMPLETE)
-                moved = True
+            moved = True
         for e in list(self._parked.values()):
             if e.phase == PHASE_UNSCHEDULABLE and now - e.unschedulable_since >= self.max_in_unschedulable:
-                if now < e.backoff_until:
-                    self._to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
+                if self._backing_off(e, now):
+                    self._move_to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 else:
                     self._to_active(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 moved = True
@@ -459,13 +512,14 @@ class SchedulingQueue:
             self._changed()
 
     def next_backoff_deadline(self) -> float | None:
-        return self._backoff[0][0] if self._backoff else None
+        """When the next pod completes its backoff (a flush is due)."""
+        return self._backoff.next_completion()
 
     # ------------------------------------------------------------ pop
 
     def _pop_ready(self) -> fw.QueuedPodInfo | None:
         if not self._active_count:
-            return None
+            return self._pop_from_backoff() if self.pop_from_backoff else None
         if len(self._active_count) == 1 or self._lanes is None:
             lane = next(iter(self._active_count))
         else:
@@ -476,13 +530,30 @@ class SchedulingQueue:
             e = self._entries.get(uid)
             if e is None or e.phase != PHASE_ACTIVE or e.lane != lane:
                 continue  # stale heap entry
-            self._set_phase(e, PHASE_IN_FLIGHT)
-            e.qpi.attempts += 1
-            self._count_rejectors(e, frozenset())
-            self.scheduling_cycle += 1
-            self._changed()
-            return e.qpi
+            return self._start_attempt(e)
         return None
+
+    def _pop_from_backoff(self) -> fw.QueuedPodInfo | None:
+        """activeQueue.unlockedPop with every lane's activeQ empty: backoffQ's
+        head (popBackoff), counted as incoming to activeQ by PopFromBackoffQ."""
+        while (qpi := self._backoff.pop_backoff()) is not None:
+            e = self._entries.get(qpi.info.uid)
+            if e is None or e.phase != PHASE_BACKOFF:
+                continue  # cannot happen: leaving backoff deletes from backoffQ
+            self._metrics.incoming("active", EVENT_POP_FROM_BACKOFF)
+            if e.qpi.initial_attempt_timestamp is None:
+                e.qpi.initial_attempt_timestamp = self._clock()
+            return self._start_attempt(e)
+        return None
+
+    def _start_attempt(self, e: _Entry) -> fw.QueuedPodInfo:
+        """unlockedPop's tail: in flight, one more attempt, a new cycle."""
+        self._set_phase(e, PHASE_IN_FLIGHT)
+        e.qpi.attempts += 1
+        self._count_rejectors(e, frozenset())
+        self.scheduling_cycle += 1
+        self._changed()
+        return e.qpi
 
     def pop_nowait(self) -> fw.QueuedPodInfo | None:
         self.flush()

@@ -23,7 +23,7 @@ class Clock:
         return self.now
 
 
-def make_queue(clock: Clock, gate: set[str] | None = None) -> SchedulingQueue:
+def make_queue(clock: Clock, gate: set[str] | None = None, *, pop_from_backoff: bool = True) -> SchedulingQueue:
     gated = gate or set()
 
     def pre_enqueue(pod: PodInfo, profile: str) -> fw.Status:
@@ -39,6 +39,7 @@ def make_queue(clock: Clock, gate: set[str] | None = None) -> SchedulingQueue:
         max_backoff=10.0,
         max_in_unschedulable=300.0,
         clock=clock,
+        pop_from_backoff=pop_from_backoff,
     )
 
 
@@ -60,9 +61,25 @@ def fail(q: SchedulingQueue, name: str, plugin: str = "NodeResourcesFit") -> fw.
     # calculateBackoffDuration: initial * 2^(attempts-1), capped at max.
     [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)],
 )
-def test_backoff_doubles_per_attempt_up_to_the_maximum(attempts: int, backoff: float) -> None:
+@pytest.mark.parametrize(
+    ("pop_from_backoff", "completes_after", "deadline_ahead"),
+    [
+        # SchedulerPopFromBackoffQ: the expiry (here on a window boundary, as
+        # the clock is) still backs off through its own window, and completes
+        # at the next one (TestBackOffFlow: "rounding up to the ordering window").
+        (True, 1.0, 0.001),
+        # Gate off: isPodBackingoff is !expiry.Before(now), so done just after
+        # it; the deadline is the expiry itself (pop waits at least 1 ms).
+        (False, 0.001, 0.0),
+    ],
+)
+def test_backoff_doubles_per_attempt_up_to_the_maximum(
+    attempts: int, backoff: float, pop_from_backoff: bool, completes_after: float, deadline_ahead: float
+) -> None:
+    """Errors go to podErrorBackoffQ, which is never popped early, so only
+    the flush at backoff completion releases the pod."""
     clock = Clock()
-    q = make_queue(clock)
+    q = make_queue(clock, pop_from_backoff=pop_from_backoff)
     q.add(pod("p"), "berth")
     for _ in range(attempts):
         qpi = q.pop_nowait()
@@ -71,8 +88,9 @@ def test_backoff_doubles_per_attempt_up_to_the_maximum(attempts: int, backoff: f
         clock.now += 100
     clock.now -= 100
     assert q.phase(qpi.info.uid) == "Backoff"
-    clock.now += backoff - 0.001
+    clock.now += backoff + completes_after - 0.001
     assert q.pop_nowait() is None
+    assert q.next_backoff_deadline() == pytest.approx(clock.now + deadline_ahead)
     clock.now += 0.001
     assert q.pop_nowait() is qpi
 
@@ -107,14 +125,26 @@ def test_only_an_event_a_rejecting_plugin_registered_for_wakes_an_unschedulable_
     assert q.phase(qpi.info.uid) == ("Active" if moves else "Unschedulable")
 
 
-def test_a_woken_pod_still_in_backoff_waits_in_the_backoff_queue() -> None:
+@pytest.mark.parametrize(
+    ("pop_from_backoff", "waits"),
+    [
+        # SchedulerPopFromBackoffQ: activeQ is empty, so backoffQ's head pops at once.
+        pytest.param(True, 0.0, id="popped at once from backoffQ with the gate"),
+        # Gate off: until the 1 s backoff is over (isPodBackingoff: expiry not before now).
+        pytest.param(False, 1.001, id="waits out its backoff without the gate"),
+    ],
+)
+def test_a_woken_pod_still_in_backoff_goes_to_the_backoff_queue(pop_from_backoff: bool, waits: float) -> None:
     clock = Clock()
-    q = make_queue(clock)
+    q = make_queue(clock, pop_from_backoff=pop_from_backoff)
     q.add(pod("p"), "berth")
     qpi = fail(q, "p")
     q.on_event(NODE_ADD)
     assert q.phase(qpi.info.uid) == "Backoff"
-    clock.now += 1.0
+    if waits:
+        clock.now += waits - 0.002
+        assert q.pop_nowait() is None
+    clock.now += waits
     assert q.pop_nowait() is qpi
 
 
