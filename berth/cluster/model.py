@@ -433,6 +433,12 @@ class ContainerImage(_K8s):
     names: list[str] = []
     size_bytes: int = 0
 
+    def __post_init__(self) -> None:
+        # Every node lists the images it holds; the same image (and digest)
+        # is on many nodes, so one copy of each name, whatever its length.
+        if self.names:
+            self.names = [_intern(n) if type(n) is str else n for n in self.names]
+
 
 class NodeSpec(_K8s):
     unschedulable: bool = False
@@ -443,6 +449,12 @@ class NodeStatus(_K8s):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     images: list[ContainerImage] = []
+
+    def __post_init__(self) -> None:
+        if self.capacity:
+            self.capacity = _interned(self.capacity)
+        if self.allocatable:
+            self.allocatable = _interned(self.allocatable)
 
 
 class Node(_K8s):
