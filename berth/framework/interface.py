@@ -293,8 +293,12 @@ class QueuedPodInfo:
     """A pod in the scheduling queue (framework.QueuedPodInfo)."""
 
     info: PodInfo
+    #: When the pod was (re-)added: refreshed by every failed attempt, as
+    #: upstream's Timestamp is; PrioritySort orders by it.
     timestamp: float
     initial_attempt_timestamp: float | None = None
+    #: When the pod first entered the queue (never refreshed).
+    enqueued: float = 0.0
     attempts: int = 0
     unschedulable_plugins: set[str] = dataclasses.field(default_factory=set)
     pending_plugins: set[str] = dataclasses.field(default_factory=set)

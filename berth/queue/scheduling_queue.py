@@ -361,7 +361,8 @@ class SchedulingQueue:
         if e is not None:
             self.update(pod)
             return
-        qpi = fw.QueuedPodInfo(info=pod, timestamp=self._clock(), profile=profile)
+        now = self._clock()
+        qpi = fw.QueuedPodInfo(info=pod, timestamp=now, enqueued=now, profile=profile)
         e = self._entries[uid] = _Entry(qpi, None)
         self._enter(e)
         self._gate_or_activate(e, EVENT_POD_ADD)
@@ -407,9 +408,13 @@ class SchedulingQueue:
         if e is None or e.phase != PHASE_IN_FLIGHT:
             return  # deleted meanwhile, or re-added by an update
         now = self._clock()
-        # AddUnschedulableIfNotPresent refreshes Timestamp and clears the
-        # cached BackoffExpiration; Berth counts attempts where upstream
-        # counts UnschedulableCount / ConsecutiveErrorsCount.
+        # AddUnschedulableIfNotPresent refreshes Timestamp ("since the pod is
+        # re-added", scheduling_queue.go) and clears the cached
+        # BackoffExpiration; Berth counts attempts where upstream counts
+        # UnschedulableCount / ConsecutiveErrorsCount. The refreshed Timestamp
+        # is what PrioritySort orders by, so a pod that comes back (after a
+        # preemption, say) goes behind equal-priority pods never tried yet.
+        qpi.timestamp = now
         e.backoff_expiry = self._backoff.expiry(now, qpi.attempts)
         rejectors = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
         # backoffQueue.add: no rejecting plugin means an error (podErrorBackoffQ).

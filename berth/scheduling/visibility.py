@@ -176,7 +176,7 @@ def _row(core: Core, pod: model.Pod, phase: str, node: str, positions: dict[str,
     d = _latest(core, pod)
     created = _unix(pod.metadata.creation_timestamp)
     if qpi is not None:
-        created = time.time() - max(0.0, core.clock() - qpi.timestamp)
+        created = time.time() - max(0.0, core.clock() - qpi.enqueued)
     nominated = core.nominator.node_of(uid) or pod.status.nominated_node_name
     pi = PodInfo.of(pod)
     return PodRow(

@@ -104,6 +104,27 @@ def test_active_pods_pop_by_priority_then_age() -> None:
     assert [q.pop_nowait().info.key for _ in range(3)] == ["default/high", "default/old-low", "default/new-low"]  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("woken_by", ["event", "unschedulable flush"])
+def test_a_pod_that_comes_back_goes_behind_equal_priority_pods_not_tried_yet(woken_by: str) -> None:
+    """AddUnschedulableIfNotPresent refreshes Timestamp ("since the pod is
+    re-added"): a returning pod (a preemptor waiting for its victims, say)
+    sorts by the time it came back, not by when it was first added."""
+    clock = Clock()
+    q = make_queue(clock)
+    for name in ("first", "second", "third"):
+        q.add(pod(name), "berth")
+        clock.now += 1
+    returning = fail(q, "first")
+    assert returning.timestamp == clock.now and returning.enqueued == 0.0
+    clock.now += 301  # past its backoff (and the unschedulable pool's maximum stay)
+    if woken_by == "event":
+        q.on_event(NODE_ADD)
+    else:
+        q.flush()
+    assert q.phase(returning.info.uid) == "Active"
+    assert [q.pop_nowait().info.key for _ in range(3)] == ["default/second", "default/third", "default/first"]  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("event", "moves"),
     [
