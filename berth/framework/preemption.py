@@ -33,6 +33,7 @@ __all__ = [
     "Victims",
     "active_extensions",
     "fits_with_nominated",
+    "fits_with_nominated_rows",
     "more_important",
     "select_victims_on_node",
     "select_victims_on_nodes",
@@ -80,12 +81,7 @@ class ScratchNode:
 
     def __init__(self, snap: NodeTable, info: NodeInfo) -> None:
         assert info.node is not None
-        self.table = NodeTable.of_nodes([info.node], snap.columns)
-        self.table.ensure_columns()
-        src = snap.index[info.name]
-        width = min(self.table.req.shape[1], snap.req.shape[1])
-        self.table.req[0, :width] = snap.req[src, :width]
-        self.table.req_nz[0, :width] = snap.req_nz[src, :width]
+        self.table = snap.take([snap.index[info.name]])
         clone = info.clone()
         self.table.infos[0] = clone
         self.info = clone
@@ -105,18 +101,12 @@ class ScratchNodes:
     can be removed and added back, each row on its own."""
 
     def __init__(self, snap: NodeTable, infos: Sequence[NodeInfo]) -> None:
-        nodes = [info.node for info in infos]
-        assert all(n is not None for n in nodes)
-        self.table = NodeTable.of_nodes([n for n in nodes if n is not None], snap.columns)
-        self.table.ensure_columns()
-        n = len(infos)
-        src = np.fromiter((snap.index[info.name] for info in infos), dtype=np.int64, count=n)
-        width = min(self.table.req.shape[1], snap.req.shape[1])
-        self.table.req[:n, :width] = snap.req[src, :width]
-        self.table.req_nz[:n, :width] = snap.req_nz[src, :width]
+        assert all(info.node is not None for info in infos)
+        # Rows copied from the snapshot (NodeTable.take), not rebuilt from the
+        # nodes: rebuilding was a fifth of PreemptionBasic's CPU.
+        self.table = snap.take([snap.index[info.name] for info in infos])
         self.infos = [info.clone() for info in infos]
-        for k, clone in enumerate(self.infos):
-            self.table.infos[k] = clone
+        self.table.infos[: len(self.infos)] = self.infos
 
     def remove(self, row: int, pi: PodInfo) -> None:
         self.infos[row].remove_pod(pi)
@@ -377,6 +367,43 @@ def select_victims_on_node(
         reprieve(v)
     restore(victims)
     return Victims(victims, violations)
+
+
+def fits_with_nominated_rows(
+    fwk: Framework, state: fw.CycleState, pod: PodInfo, snap: NodeTable, rows: Sequence[int]
+) -> list[fw.Status]:
+    """:func:`fits_with_nominated` for each of ``rows``, with the same
+    answers: the rows with nominated pods to add share one scratch table and
+    one Filter pass (a scratch table per row was most of a cycle once a
+    thousand preemptors were nominated: PreemptionBasic). Rows are
+    independent as long as no PreFilterExtension is active for the pod
+    (those count pods across nodes in the cycle's state); otherwise the
+    rows are checked one by one."""
+    # One entry per distinct row with pods to add: (row, its info, the pods).
+    todo: dict[int, tuple[NodeInfo, list[PodInfo]]] = {}
+    nominated = set(fwk.handle.nominator.nodes())
+    for row in rows:
+        info = snap.infos[row]
+        if row in todo or info is None or info.node is None or info.name not in nominated:
+            continue
+        added = _nominated_on(fwk, pod, info)
+        if added:
+            todo[row] = (info, added)
+    if not todo:
+        return [fw.SUCCESS] * len(rows)
+    verdict: dict[int, fw.Status] = {}
+    if active_extensions(fwk, state):
+        for row, (info, added) in todo.items():
+            verdict[row] = fits_with_nominated(fwk, state, pod, snap, info, added)
+    else:
+        scratch = ScratchNodes(snap, [info for info, _ in todo.values()])
+        for j, (_, added) in enumerate(todo.values()):
+            for p in added:
+                scratch.add(j, p)
+        res = fwk.run_filter(state, pod, scratch.table, np.arange(len(todo), dtype=np.int64))
+        for j, row in enumerate(todo):
+            verdict[row] = fw.SUCCESS if res.ok[j] else res.statuses[int(res.reason[j])]
+    return [verdict.get(row, fw.SUCCESS) for row in rows]
 
 
 def fits_with_nominated(

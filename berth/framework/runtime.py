@@ -325,7 +325,7 @@ class Framework:
         *,
         all_reasons: bool = False,
         want: int | None = None,
-        last: Callable[[int], fw.Status] | None = None,
+        last: Callable[[list[int]], list[fw.Status]] | None = None,
     ) -> FilterOutcome:
         """Filter ``rows`` (RunFilterPlugins per node, in ``rows``' order).
 
@@ -333,7 +333,8 @@ class Framework:
         by node (:func:`filters_per_node`), and the plugins after it, see only
         the rows every plugin before them passed, a batch at a time, until
         ``want`` rows have passed every plugin and ``last`` (a final check of
-        one row: the nominated pods'); the rest are not looked at. That is
+        the rows that passed, a batch at a time: the nominated pods'); the
+        rest are not looked at. That is
         ``findNodesThatPassFilters`` (schedule_one.go v1.34), which cancels its
         parallel per-node Filter once ``feasibleNodesLen >= numNodesToFind``.
         The outcome covers the rows processed, a prefix of ``rows`` (all of
@@ -390,7 +391,7 @@ class Framework:
         reason: npt.NDArray[np.int32],
         statuses: list[fw.Status],
         want: int | None,
-        last: Callable[[int], fw.Status] | None,
+        last: Callable[[list[int]], list[fw.Status]] | None,
     ) -> int:
         """:meth:`run_filter`'s per-node part: ``plugins`` judge the rows
         still feasible in ``ok``, in order, updating ``ok``/``reason``/``statuses``,
@@ -447,8 +448,8 @@ class Framework:
                 live = live[passed]
             if last is not None and live.size:
                 keep = np.ones(len(live), dtype=bool)
-                for k, pos in enumerate(live.tolist()):
-                    st = last(int(rows[pos]))
+                checked = last(rows[live].tolist())
+                for k, (pos, st) in enumerate(zip(live.tolist(), checked, strict=True)):
                     if not st.ok:
                         keep[k] = False
                         ok[pos] = False

@@ -57,3 +57,7 @@ class Nominator:
 
     def nodes(self) -> list[str]:
         return list(self._by_node)
+
+    def __bool__(self) -> bool:
+        """Whether any pod is nominated to any node."""
+        return bool(self._by_node)

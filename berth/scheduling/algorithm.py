@@ -209,21 +209,16 @@ def find_nodes_that_fit(
 
 def _nominated_pods_check(
     fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable
-) -> Callable[[int], fw.Status] | None:
-    """The last Filter check of a row that passed every plugin: would ``pod``
-    still fit once the pods nominated there (after preemption) arrive
-    (``RunFilterPluginsWithNominatedPods``)? None when no pod is nominated."""
-    nominator = fwk.handle.nominator
-    nominated = {row: node for node in nominator.nodes() if (row := nodes.index.get(node)) is not None}
-    if not nominated:
+) -> Callable[[list[int]], list[fw.Status]] | None:
+    """The last Filter check of the rows that passed every plugin: would
+    ``pod`` still fit once the pods nominated there (after preemption)
+    arrive (``RunFilterPluginsWithNominatedPods``)? None when no pod is
+    nominated."""
+    if not fwk.handle.nominator:
         return None
 
-    def check(row: int) -> fw.Status:
-        node = nominated.get(row)
-        info = nodes.infos[row] if node is not None else None
-        if node is None or info is None:
-            return fw.SUCCESS
-        return preemption.fits_with_nominated(fwk, state, pod, nodes, info, nominator.pods_on(node))
+    def check(rows: list[int]) -> list[fw.Status]:
+        return preemption.fits_with_nominated_rows(fwk, state, pod, nodes, rows)
 
     return check
 

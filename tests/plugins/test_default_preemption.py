@@ -32,6 +32,15 @@ node_st = st.fixed_dictionaries(
 )
 
 
+#: A few nodes, an incoming pod's CPU and priority, with or without spread.
+CASES = {
+    "nodes": st.lists(node_st, min_size=1, max_size=6),
+    "cpu": st.integers(1, 4),
+    "priority": st.sampled_from((5, 50, 500)),
+    "spread": st.booleans(),
+}
+
+
 def _pdb(allowed: int) -> model.PodDisruptionBudget:
     return msgspec.convert(
         {
@@ -85,12 +94,7 @@ def _setup(nodes: list[dict[str, Any]], cpu: int, priority: int, spread: bool) -
     return core, fwk, snap, pod
 
 
-@given(
-    nodes=st.lists(node_st, min_size=1, max_size=6),
-    cpu=st.integers(1, 4),
-    priority=st.sampled_from((5, 50, 500)),
-    spread=st.booleans(),
-)
+@given(**CASES)
 def test_the_batch_dry_run_finds_the_victims_the_one_node_dry_run_finds(
     nodes: list[dict[str, Any]], cpu: int, priority: int, spread: bool
 ) -> None:
@@ -126,3 +130,37 @@ def test_candidates_restricted_per_node_are_honoured() -> None:
     got = preemption.select_victims_on_nodes(fwk, pod, snap, infos, only, core.pdbs.list(), state=state)
     assert got[0] is not None and [v.pod.metadata.name for v in got[0].victims] == ["p0-1"]
     assert got[1] is None  # no pod of that node may go
+
+
+@given(**CASES)
+def test_the_batch_nominated_pods_check_answers_as_the_one_node_check(
+    nodes: list[dict[str, Any]], cpu: int, priority: int, spread: bool
+) -> None:
+    """RunFilterPluginsWithNominatedPods for many rows on one scratch table
+    (``fits_with_nominated_rows``) gives each row the status the one-node
+    check gives it, with nominated pods of lower, equal and higher priority,
+    and changes nothing in the snapshot."""
+    core, fwk, snap, pod = _setup(nodes, cpu, priority, spread)
+    state = fw.CycleState()
+    fwk.run_pre_filter(state, pod, snap)
+    rows = snap.alive_rows().tolist()
+    before = snap.req[: snap.size].tolist()
+
+    one_by_one = []
+    for r in rows:
+        info = snap.infos[r]
+        assert info is not None
+        one_by_one.append(
+            preemption.fits_with_nominated(fwk, state, pod, snap, info, core.nominator.pods_on(info.name))
+        )
+    batch = preemption.fits_with_nominated_rows(fwk, state, pod, snap, rows)
+
+    def key(s: fw.Status) -> Any:
+        return (s.code, s.reasons, s.plugin)
+
+    assert [key(s) for s in batch] == [key(s) for s in one_by_one]
+    assert snap.req[: snap.size].tolist() == before
+    # Rows given in another order (and twice) answer the same, row for row.
+    assert [key(s) for s in preemption.fits_with_nominated_rows(fwk, state, pod, snap, rows[::-1] * 2)] == [
+        key(s) for s in one_by_one[::-1] * 2
+    ]

@@ -218,9 +218,9 @@ def test_the_last_check_runs_only_on_rows_that_passed_and_counts_towards_want(
     checked: list[int] = []
     no = fw.Status(U, ("nominated pods would not fit",))
 
-    def last(row: int) -> fw.Status:
-        checked.append(row)
-        return no if rejects(_index(c.snapshot.name(row))) else fw.SUCCESS
+    def last(batch: list[int]) -> list[fw.Status]:
+        checked.extend(batch)
+        return [no if rejects(_index(c.snapshot.name(row))) else fw.SUCCESS for row in batch]
 
     rows = c.snapshot.order()
     # The reference: everything filtered, then the last check over the feasible rows.
