@@ -93,6 +93,8 @@ class FakeApiServer:
         self.binding_status: int | None = None
         self.status_status: int | None = None
         self.delete_status: int | None = None
+        #: When set, every status patch waits for it before it is served (a slow write).
+        self.status_gate: asyncio.Event | None = None
         #: What the pod writes did, in order: ("bind", pod, node), ("status", pod, status), ("GET", pod, "").
         self.writes: list[tuple[str, str, Any]] = []
         #: Events by (namespace, name), and ("POST"|"PATCH", name, body) of every event write.
@@ -139,6 +141,8 @@ class FakeApiServer:
         watch = "watch=True" in query or "watch=true" in query
         body = json.loads(data) if isinstance(data, (str, bytes)) and data else None
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(/binding|/status)?", path):
+            if m.group(3) == "/status" and self.status_gate is not None:
+                await self.status_gate.wait()
             return self._pod_write(method, (m.group(1), m.group(2)), m.group(3) or "", body)
         if m := re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?", path):
             return self._event(method, m.group(1), m.group(2), body)

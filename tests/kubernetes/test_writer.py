@@ -432,3 +432,24 @@ async def test_events_beyond_the_queue_are_dropped_and_counted(caplog: pytest.Lo
     finally:
         await rec.close()
     assert len(req.calls) == writes_mod.MAX_QUEUED_EVENTS
+
+
+async def test_a_binding_waits_for_the_unschedulable_report_of_an_earlier_attempt() -> None:
+    """A preemptor's PodScheduled=False (attempt 1) still in flight when its
+    Binding (attempt 2) comes: the Binding goes second, so the bound pod's
+    condition is not overwritten with Unschedulable."""
+    fake = FakeApiServer()
+    fake.add_pod("default", "p", "uid-p")
+    fake.status_gate = asyncio.Event()
+    async with plugged(fake) as api:
+        writes = PodWrites(api, identity="t", scheduler_name="berth")
+        report = asyncio.ensure_future(writes.report_unschedulable(POD, NODES))
+        bind = asyncio.ensure_future(writes.bind(POD, "node-a"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not bind.done() and [w[0] for w in fake.writes] == []
+        fake.status_gate.set()
+        await asyncio.gather(report, bind)
+        await writes.close()
+    assert [w[0] for w in fake.writes] == ["status", "bind"]
+    assert fake.pods[("default", "p")]["nodeName"] == "node-a"

@@ -351,6 +351,15 @@ class PodWrites:
         """``POST pods/{name}/binding`` with the UID as precondition
         (``defaultbinder``); :class:`BindConflict` when the pod is bound
         elsewhere or gone, :class:`BindError` otherwise."""
+        # A PodScheduled=False report of an earlier attempt still in flight
+        # lands first: patched after the Binding, it would leave a bound pod
+        # saying Unschedulable. kube-scheduler orders them the same way
+        # (handleSchedulingFailure's status update precedes the retry; with
+        # SchedulerAsyncAPICalls its dispatcher lets a Binding supersede
+        # a pending status patch of the same pod).
+        before = self._reporting.get(pod.uid)
+        if before is not None:
+            await asyncio.shield(before)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
