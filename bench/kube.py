@@ -452,6 +452,10 @@ async def _run(
         profiler.wait(30)
     items = await api.pods(shape.measure_ns, f"{RUN_LABEL}={tag}")
     times = [t for t in map(_scheduled_at, items) if t is not None]
+    # Bound but without PodScheduled=True: a status write that landed after the Binding.
+    odd = [p["metadata"]["name"] for p in items if p["spec"].get("nodeName") and _scheduled_at(p) is None]
+    if odd:
+        print(f"    {which}: {len(odd)} pod(s) bound without PodScheduled=True, e.g. {odd[:3]}", flush=True)
     result = throughput(times, cpu)
     result.update(
         scheduler=which,

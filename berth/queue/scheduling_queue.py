@@ -336,6 +336,16 @@ class SchedulingQueue:
         else:
             self._to_active(e, event)
 
+    def _activate(self, e: _Entry, event: str) -> bool:
+        """moveToActiveQ: PreEnqueue runs first (a gang that lost a member,
+        a claim deleted meanwhile), and a pod it rejects parks as gated.
+        Only a backoff completion with SchedulerPopFromBackoffQ skips it
+        (PreEnqueue ran on the way into backoffQ; see :meth:`flush`)."""
+        if not self._pre_enqueue_ok(e, event):
+            return False
+        self._to_active(e, event)
+        return True
+
     def _pre_enqueue_ok(self, e: _Entry, event: str) -> bool:
         """Run PreEnqueue; a pod it rejects parks as gated (False)."""
         started = time.perf_counter()
@@ -398,7 +408,7 @@ class SchedulingQueue:
                 if e.phase == PHASE_GATED:
                     self._gate_or_activate(e, EVENT_FORCE_ACTIVATE)
                 else:
-                    self._to_active(e, EVENT_FORCE_ACTIVATE)
+                    self._activate(e, EVENT_FORCE_ACTIVATE)
         self._changed()
 
     def add_unschedulable(self, qpi: fw.QueuedPodInfo, cycle: int, *, error: bool = False) -> None:
@@ -485,8 +495,7 @@ class SchedulingQueue:
             if self._backing_off(e, now):
                 moved += self._move_to_backoff(e, label)
             else:
-                self._to_active(e, label)
-                moved += 1
+                moved += self._activate(e, label)
         if moved:
             self._changed()
         return moved
@@ -511,7 +520,7 @@ class SchedulingQueue:
                 if self._backing_off(e, now):
                     self._move_to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 else:
-                    self._to_active(e, EVENT_UNSCHEDULABLE_TIMEOUT)
+                    self._activate(e, EVENT_UNSCHEDULABLE_TIMEOUT)
                 moved = True
         if moved:
             self._changed()

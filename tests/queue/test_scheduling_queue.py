@@ -24,7 +24,7 @@ class Clock:
 
 
 def make_queue(clock: Clock, gate: set[str] | None = None, *, pop_from_backoff: bool = True) -> SchedulingQueue:
-    gated = gate or set()
+    gated = gate if gate is not None else set()
 
     def pre_enqueue(pod: PodInfo, profile: str) -> fw.Status:
         if pod.key in gated:
@@ -205,6 +205,32 @@ def test_a_gated_pod_is_released_by_an_update_or_by_its_gates_event() -> None:
     assert q.on_event(NODE_ADD) == 0  # the Gate plugin did not register for Node/Add
     assert q.on_event(POD_DELETE) == 1
     assert q.phase(uid) == "Active"
+
+
+@pytest.mark.parametrize("moved_by", ["event", "unschedulable flush", "activate"])
+def test_a_pod_moved_to_activeq_runs_preenqueue_again_and_parks_gated_if_it_now_says_no(moved_by: str) -> None:
+    """moveToActiveQ runs PreEnqueue (all but a backoff completion with
+    SchedulerPopFromBackoffQ): a pod that passed it once, failed an attempt
+    and meanwhile lost what PreEnqueue needs (a gang member, a claim) waits
+    gated instead of being attempted."""
+    clock = Clock()
+    gate: set[str] = set()
+    q = make_queue(clock, gate)
+    q.add(pod("p"), "berth")
+    qpi = fail(q, "p")
+    gate.add("default/p")
+    clock.now += 301  # past its backoff and the unschedulable pool's maximum stay
+    if moved_by == "event":
+        assert q.on_event(NODE_ADD) == 0
+    elif moved_by == "unschedulable flush":
+        q.flush()
+    else:
+        q.activate([qpi.info.uid])
+    assert q.phase(qpi.info.uid) == "Gated"
+    assert q.pop_nowait() is None
+    gate.clear()
+    assert q.on_event(POD_DELETE) == 1  # the Gate plugin's event releases it
+    assert q.pop_nowait() is qpi
 
 
 def test_deleting_a_pod_forgets_it_and_its_nomination() -> None:
