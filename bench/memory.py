@@ -96,7 +96,10 @@ def realistic_pod(i: int, replica_sets: int = 500) -> dict[str, Any]:
 async def _submit_all(port: int, pods: list[Any], batch: int) -> float:
     """Submit ``pods`` and wait until the decision stream reported each one
     BOUND; seconds taken. A stream ended for falling behind (its backlog
-    bound) is reopened with replay."""
+    bound) is reopened with replay. No pods: nothing to wait for (the
+    stream would never send a batch)."""
+    if not pods:
+        return 0.0
     want = {f"{p.metadata.namespace}/{p.metadata.name}" for p in pods}
     bound: set[str] = set()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
@@ -141,10 +144,11 @@ def footprint(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.settle)
         rss = _rss_mib(pid)
         cpu = _cpu_seconds(pid)
-    per_pod = (rss - with_nodes) * 1024 * 1024 / max(args.pods, 1)
+    per_pod = (rss - with_nodes) * 1024 * 1024 / args.pods if args.pods else None
     print(
         f"  RSS with nodes {with_nodes:.0f} MiB; with {args.pods} bound pods {rss:.0f} MiB "
-        f"({rss * 1.048576:.0f} MB; target <= {TARGET_FOOTPRINT_MB} MB); {per_pod:.0f} bytes/pod; "
+        f"({rss * 1.048576:.0f} MB; target <= {TARGET_FOOTPRINT_MB} MB); "
+        f"{'no pods' if per_pod is None else f'{per_pod:.0f} bytes/pod'}; "
         f"pods bound in {took:.1f}s; server CPU {cpu:.0f}s; load {_loadavg()}",
         flush=True,
     )
@@ -243,12 +247,19 @@ def churn(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _count(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n}: must not be negative")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.memory")
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("footprint")
     f.add_argument("--nodes", type=int, default=5000)
-    f.add_argument("--pods", type=int, default=50000)
+    f.add_argument("--pods", type=_count, default=50000)
     f.add_argument("--batch", type=int, default=500)
     f.add_argument("--settle", type=float, default=3.0, help="idle seconds before each RSS reading")
     c = sub.add_parser("churn")

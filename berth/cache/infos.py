@@ -11,6 +11,10 @@ from berth.cluster import model, resources
 __all__ = ["NodeInfo", "PodInfo"]
 
 _COUNTED_APART = frozenset({resources.CPU, resources.MEMORY, resources.PODS})
+#: The host ports of a pod that uses none (most pods): one list for all.
+_NO_HOST_PORTS: list[tuple[str, str, int]] = []
+#: The requests of a pod that requests nothing.
+_NO_REQUESTS: dict[str, int] = model.FrozenDict()
 
 
 @dataclasses.dataclass(slots=True, eq=False, weakref_slot=True)
@@ -55,13 +59,15 @@ class PodInfo:
             for p in c.ports:
                 if p.host_port > 0:
                     ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
+        # The derived maps are read-only and shared by every pod requesting
+        # the same (model.shared_map): a ReplicaSet's pods hold one of each.
         return cls(
             pod=pod,
             uid=md.uid or pod.key,
             key=pod.key,
-            requests=resources.pod_requests(pod),
-            non_zero=resources.pod_requests(pod, non_zero=True),
-            host_ports=ports,
+            requests=model.shared_map(resources.pod_requests(pod)) or _NO_REQUESTS,
+            non_zero=model.shared_map(resources.pod_requests(pod, non_zero=True)),
+            host_ports=ports or _NO_HOST_PORTS,
         )
 
     @property
@@ -80,7 +86,7 @@ class PodInfo:
                 if req or nz:
                     out[name] = (req, nz)
             out[resources.PODS] = (1, 1)
-            self._usage = out
+            self._usage = model.shared_map(out)
         return self._usage
 
     @property

@@ -23,7 +23,7 @@ request.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +78,40 @@ class ResourceColumns:
         c.names = list(self.names)
         c.index = dict(self.index)
         return c
+
+
+class _ImageIndex(Mapping[str, tuple[IntArray, IntArray]]):
+    """Image name -> (rows that have it, its size on each), as one pair of
+    arrays sliced per name: a pair of arrays for each name cost ~350 bytes,
+    and 5000 nodes listing 18 images under a digest of their own each held
+    90 000 names (~30 MB; bench.memory footprint)."""
+
+    __slots__ = ("_at", "_rows", "_sizes", "_starts")
+
+    def __init__(self, acc: dict[str, tuple[list[int], list[int]]]) -> None:
+        self._at: dict[str, int] = {}
+        rows: list[int] = []
+        sizes: list[int] = []
+        starts = [0]
+        for name, (r, sz) in acc.items():
+            self._at[name] = len(starts) - 1
+            rows.extend(r)
+            sizes.extend(sz)
+            starts.append(len(rows))
+        self._rows = np.asarray(rows, dtype=np.int64)
+        self._sizes = np.asarray(sizes, dtype=np.int64)
+        self._starts = np.asarray(starts, dtype=np.int64)
+
+    def __getitem__(self, name: str) -> tuple[IntArray, IntArray]:
+        k = self._at[name]
+        a, b = self._starts[k], self._starts[k + 1]
+        return self._rows[a:b], self._sizes[a:b]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,7 +171,7 @@ class NodeTable:
         self._label_cols: dict[str, LabelColumn] = {}
         self._label_cols_version = -1
         self._order: IntArray | None = None
-        self._images: dict[str, tuple[IntArray, IntArray]] | None = None
+        self._images: _ImageIndex | None = None
         # The table whose row numbers this one shares: itself, or for a
         # snapshot the cache's live table. Indexes kept by row (see
         # berth.cache.podindex) apply to a table only when they share row space.
@@ -358,7 +392,7 @@ class NodeTable:
 
     _order_version: int = -1
 
-    def images(self) -> dict[str, tuple[IntArray, IntArray]]:
+    def images(self) -> Mapping[str, tuple[IntArray, IntArray]]:
         """Image name, exactly as nodes report it -> (rows that have it, its size on each).
 
         kube-scheduler keys ``NodeInfo.ImageStates`` by the node's names
@@ -380,7 +414,7 @@ class NodeTable:
                     rows, sizes = acc.setdefault(name, ([], []))
                     rows.append(i)
                     sizes.append(img.size_bytes)
-        self._images = {k: (np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.int64)) for k, (r, s) in acc.items()}
+        self._images = _ImageIndex(acc)
         self._images_version = self.shape_version
         return self._images
 

@@ -81,8 +81,9 @@ class DecisionLog:
         self.max_deleted_bytes = max_deleted_bytes
         self.max_backlog_bytes = max_backlog_bytes
         #: pod key -> its last decision, the least recently decided first.
+        #: (A decision's size is computed again when it goes rather than kept
+        #: beside it: a dict entry and an int less per pod.)
         self.latest: dict[str, Decision] = {}
-        self._sizes: dict[str, int] = {}
         self._bytes = 0
         #: Keys of deleted pods whose decision is kept, the longest deleted first.
         self._deleted: dict[str, None] = {}
@@ -102,7 +103,6 @@ class DecisionLog:
         self._drop(key)
         size = decision_bytes(decision)
         self.latest[key] = decision  # re-inserted: the newest goes last
-        self._sizes[key] = size
         self._bytes += size
         if gone:
             self._forget_later(key)
@@ -128,14 +128,15 @@ class DecisionLog:
 
     def _forget_later(self, key: str) -> None:
         self._deleted[key] = None
-        self._deleted_bytes += self._sizes[key]
+        self._deleted_bytes += decision_bytes(self.latest[key])
         while self._deleted_bytes > self.max_deleted_bytes and self._deleted:
             self._drop(next(iter(self._deleted)))
 
     def _drop(self, key: str) -> None:
-        if self.latest.pop(key, None) is None:
+        d = self.latest.pop(key, None)
+        if d is None:
             return
-        size = self._sizes.pop(key)
+        size = decision_bytes(d)
         self._bytes -= size
         if self._deleted.pop(key, 0) is None:
             self._deleted_bytes -= size

@@ -371,9 +371,11 @@ def pods_from_pb(pods: Iterable[pb.Pod], path: str) -> list[model.Pod]:
 
 
 def pod_from_pb(p: pb.Pod, path: str = "") -> model.Pod:
-    """The model's pod; InvalidArgument names the field under ``path``."""
+    """The model's pod, sharing its empty and repeated containers with other
+    pods (:func:`berth.cluster.model.share_containers`: the core never
+    changes a pod in place); InvalidArgument names the field under ``path``."""
     with _at(path):
-        return _pod_from_pb(p)
+        return model.share_containers(_pod_from_pb(p))
 
 
 def _pod_from_pb(p: pb.Pod) -> model.Pod:
