@@ -4,8 +4,13 @@
     python -m bench.extender full --nodes 5000       # filter with a full NodeList body
 
 ``cache``: one pod against 5000 nodes Berth holds in its cache, the request
-carrying names only (``nodeCacheCapable: true``), as kube-scheduler sends it.
-Latency of a filter + prioritize pair: median, p99, min, max; requests/s.
+carrying names only (``nodeCacheCapable: true``), as kube-scheduler sends it:
+each round is another pod (its own name and uid, the same spec), sent to
+filter and then, unchanged, to prioritize, with the same node list every
+round (one snapshot's). So nothing a server keeps per pod can answer the
+next round; what it keeps per node list can, as it would for
+kube-scheduler. Latency of a filter + prioritize pair: median, p99, min,
+max; requests/s.
 
 ``full``: filter with full, realistic Node objects in the body, shaped as the
 API server writes them (``workloads.node(i, realistic=True)``: six labels,
@@ -37,6 +42,7 @@ import os
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +87,19 @@ def _nodes(n: int, *, realistic: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _measure(calls: list[tuple[str, bytes]], iterations: int, warmup: int, pid: int | None = None) -> dict[str, float]:
+Calls = list[tuple[str, bytes]]
+
+
+def _measure(
+    calls: Calls | Callable[[int], Calls], iterations: int, warmup: int, pid: int | None = None
+) -> dict[str, float]:
     """One persistent HTTP/1.1 connection, one request in flight (kube-scheduler's
     pattern for one scheduling cycle); stdlib http.client keeps the client's
     own cost small next to the server's. ``calls`` go in turn, round after
-    round; with ``pid``, the server's CPU ms per round too."""
-    url = urllib.parse.urlsplit(calls[0][0])
+    round (or ``calls(k)`` in round ``k``); with ``pid``, the server's CPU
+    ms per round too."""
+    rounds = calls if callable(calls) else (lambda _: calls)
+    url = urllib.parse.urlsplit(rounds(0)[0][0])
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=120)
     headers = {"Content-Type": "application/json"}
     samples: list[float] = []
@@ -96,8 +109,9 @@ def _measure(calls: list[tuple[str, bytes]], iterations: int, warmup: int, pid: 
         for k in range(warmup + iterations):
             if k == warmup:
                 cpu0 = _cpu_seconds(pid)
+            this = rounds(k)
             t0 = time.perf_counter()
-            for full, body in calls:
+            for full, body in this:
                 conn.request("POST", urllib.parse.urlsplit(full).path, body=body, headers=headers)
                 resp = conn.getresponse()
                 payload = resp.read()
@@ -111,7 +125,7 @@ def _measure(calls: list[tuple[str, bytes]], iterations: int, warmup: int, pid: 
         conn.close()
     elapsed = time.perf_counter() - start
     summary = stats.latency_summary(samples)
-    summary["requests_per_second"] = len(samples) * len(calls) / elapsed
+    summary["requests_per_second"] = len(samples) * len(rounds(0)) / elapsed
     if pid is not None:
         summary["server_cpu_ms"] = (_cpu_seconds(pid) - cpu0) * 1000 / max(1, len(samples))
     summary["load_average"] = _load()  # type: ignore[assignment]
@@ -124,7 +138,14 @@ def _report(label: str, runs: list[dict[str, float]]) -> dict[str, Any]:
     rps = stats.over_runs(runs, "requests_per_second")
     lo = min(r["min_ms"] for r in runs)
     hi = max(r["max_ms"] for r in runs)
-    out = {"median_ms": med, "p99_ms": p99, "min_ms": lo, "max_ms": hi, "requests_per_second": rps, "runs": runs}
+    out: dict[str, Any] = {
+        "median_ms": med,
+        "p99_ms": p99,
+        "min_ms": lo,
+        "max_ms": hi,
+        "requests_per_second": rps,
+        "runs": runs,
+    }
     cpu = ""
     if all("server_cpu_ms" in r for r in runs):
         out["server_cpu_ms"] = stats.over_runs(runs, "server_cpu_ms")
@@ -141,12 +162,18 @@ def _report(label: str, runs: list[dict[str, float]]) -> dict[str, Any]:
 def cache(args: argparse.Namespace) -> dict[str, Any]:
     nodes = _nodes(args.nodes, realistic=False)
     names = [n["metadata"]["name"] for n in nodes]
-    pod = _pod()
-    body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode()
+    # One body per round: another pod each time (name and uid), as
+    # kube-scheduler's cycles go; built before measuring.
+    # Compact, fields in ExtenderArgs' order: the bytes encoding/json writes.
+    template = json.dumps({"Pod": _pod(), "Nodes": None, "NodeNames": names}, separators=(",", ":")).encode()
+    bodies = [template.replace(b"bench-pod", b"bench-pod-%06d" % k) for k in range(args.warmup + args.iterations)]
     print(f"extender, node-cache mode: filter + prioritize, 1 pod x {args.nodes} cached nodes", flush=True)
     with server.berth(nodes) as ports:
         base = f"http://127.0.0.1:{ports['http']}/scheduler"
-        calls = [(f"{base}/filter", body), (f"{base}/prioritize", body)]
+
+        def calls(k: int) -> Calls:
+            return [(f"{base}/filter", bodies[k]), (f"{base}/prioritize", bodies[k])]
+
         runs = [(_measure(calls, args.iterations, args.warmup, ports["pid"])) for _ in range(args.repeat)]
     result = {"benchmark": "extender-node-cache", "nodes": args.nodes, "target_p99_ms": CACHE_P99_MS}
     result["berth"] = _report("berth filter+prioritize", runs)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 from collections import OrderedDict
 
@@ -38,6 +39,7 @@ __all__ = [
     "Extender",
     "FilterResult",
     "MetaVictims",
+    "NodeNames",
     "NodeRows",
     "PrioritizeResult",
     "VictimsRequest",
@@ -78,6 +80,60 @@ class _Resolution:
     @property
     def nbytes(self) -> int:
         return int(self.rows.nbytes + self.missing.nbytes) + 64
+
+
+class NodeNames:
+    """A NodeNames list checked once (every node named, and once:
+    :func:`check_node_names`), with its resolution against the cache kept
+    while the set of nodes (``shape_version``) holds.
+
+    An adapter that sees the same list again (kube-scheduler sends the same
+    one every cycle of a snapshot, to filter and then to prioritize) keeps
+    one of these per list and hands it back: the list is then neither
+    checked, digested nor resolved again. It holds what it derives from the
+    list alone (rows: 8 bytes per name), so dropping it frees it.
+    """
+
+    __slots__ = ("_resolution", "_shape", "_table", "names")
+
+    def __init__(self, names: list[str], *, checked: bool = False) -> None:
+        """``checked``: the caller vouches that every name is non-empty and
+        distinct (e.g. a subsequence of a checked list: Filter's survivors)."""
+        if not checked:
+            check_node_names(names, "NodeNames")
+        self.names = names
+        self._resolution: _Resolution | None = None
+        self._table: NodeTable | None = None
+        self._shape = -1
+
+    def resolve(self, snap: NodeTable) -> _Resolution:
+        """Which names are alive nodes of ``snap``, and their rows: kept while
+        ``snap`` is the table last asked about and its shape holds (any node
+        added, removed, revived or relabelled moves ``shape_version``)."""
+        if self._resolution is None or self._table is not snap or self._shape != snap.shape_version:
+            self._resolution = _resolution(snap, self.names)
+            self._table = snap
+            self._shape = snap.shape_version
+        return self._resolution
+
+
+def _resolution(snap: NodeTable, names: list[str]) -> _Resolution:
+    """The rows of the alive nodes among ``names``, in order, and the indexes of the others."""
+    rows = np.fromiter(map(snap.index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
+    known = rows >= 0
+    known[known] = snap.alive[rows[known]]
+    if not known.all():
+        return _Resolution(_frozen(rows[known]), _frozen(np.flatnonzero(~known).astype(np.int64)))
+    return _Resolution(_frozen(rows), _NO_ROWS)
+
+
+def _frozen(a: IntArray) -> IntArray:
+    """Kept across requests and handed to plugins: read-only, so none can change it for the next."""
+    a.flags.writeable = False
+    return a
+
+
+_NO_ROWS: IntArray = _frozen(np.zeros(0, dtype=np.int64))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,22 +209,25 @@ class Extender:
 
     def filter(
         self,
-        pod: model.Pod,
+        pod: model.Pod | PodInfo,
         *,
-        names: list[str] | None = None,
+        names: list[str] | NodeNames | None = None,
         nodes: list[model.Node] | NodeRows | None = None,
         profile: str = "",
     ) -> FilterResult:
         """Names that pass, in input order, and why the others do not
-        (kube-scheduler's ``findNodesThatPassExtenders`` reads this)."""
+        (kube-scheduler's ``findNodesThatPassExtenders`` reads this). When
+        every name passes, ``passed`` is the very list given (not a copy).
+        ``pod`` may be its :func:`pod_info` already (an adapter that keeps
+        it for the same pod's next verb)."""
         pi, table, names, missing, rows = self._inputs(pod, names, nodes)
         return self._filter(pi, profile, table, names, missing, rows)
 
     def prioritize(
         self,
-        pod: model.Pod,
+        pod: model.Pod | PodInfo,
         *,
-        names: list[str] | None = None,
+        names: list[str] | NodeNames | None = None,
         nodes: list[model.Node] | NodeRows | None = None,
         profile: str = "",
     ) -> PrioritizeResult:
@@ -227,18 +286,25 @@ class Extender:
         return any(p.NAME == image_locality.ImageLocality.NAME for p in self.core.framework_for(profile).score)
 
     def _inputs(
-        self, pod: model.Pod, names: list[str] | None, nodes: list[model.Node] | NodeRows | None
+        self,
+        pod: model.Pod | PodInfo,
+        names: list[str] | NodeNames | None,
+        nodes: list[model.Node] | NodeRows | None,
     ) -> tuple[PodInfo, NodeTable, list[str], dict[str, str], IntArray | None]:
         """The pod, the table to judge on, the input names in order, the
         unknown ones, and the rows of ``names`` when every one is known."""
-        pi = pod_info(pod)
+        pi = pod if isinstance(pod, PodInfo) else pod_info(pod)
         if nodes is not None:
             table = self.table_of_rows(nodes) if isinstance(nodes, NodeRows) else self.table_of_nodes(nodes)
             node_names = list(table.index)  # in row order: the nodes' order
             return pi, table, node_names, {}, np.arange(table.size, dtype=np.int64)
         snap = self.core.snapshot()
-        names = names or []
-        found = self._resolve(snap, names)
+        if isinstance(names, NodeNames):
+            found = names.resolve(snap)
+            names = names.names
+        else:
+            names = names or []
+            found = self._resolve(snap, names)
         if not len(found.missing):
             return pi, snap, names, {}, found.rows
         return pi, snap, names, dict.fromkeys((names[k] for k in found.missing.tolist()), _MISSING), None
@@ -258,10 +324,7 @@ class Extender:
             self._resolutions.move_to_end(key)
             return hit
         check_node_names(names, "NodeNames")
-        rows = np.fromiter((snap.index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
-        known = rows >= 0
-        known[known] = snap.alive[rows[known]]
-        hit = _Resolution(rows[known], np.flatnonzero(~known).astype(np.int64))
+        hit = _resolution(snap, names)
         if hit.nbytes <= RESOLUTIONS_MAX_BYTES:
             self._resolutions[key] = hit
             self._resolutions_bytes += hit.nbytes
@@ -362,7 +425,7 @@ class Extender:
         res = FilterResult(unresolvable=dict(missing))
         known = [n for n in names if n not in missing] if missing else names
         if self._pass_through(pod):
-            res.passed = list(known)
+            res.passed = known
             return res
         state = fw.CycleState()
         status, allowed = fwk.run_pre_filter(state, pod, table)
@@ -385,7 +448,7 @@ class Extender:
             rows = table.rows_of(known)
         out = fwk.run_filter(state, pod, table, rows)
         if out.ok.all():
-            res.passed = list(known)
+            res.passed = known  # the caller's list when every name passes (see filter)
             return res
         res.passed = [known[k] for k in np.flatnonzero(out.ok).tolist()]
         for k in np.flatnonzero(~out.ok).tolist():

@@ -5,11 +5,13 @@ checks walk what the handlers decode (one pod, a few victims, node images)."""
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from berth import errors
 
-__all__ = ["INT64", "MAX_STRING_BYTES", "check_bounds", "check_int64"]
+__all__ = ["INT64", "MAX_STRING_BYTES", "check_bounds", "check_int64", "within_bounds"]
 
 #: The longest string a decoded object may hold: etcd's default request
 #: limit (``--max-request-bytes``, 1.5 MiB), so no stored object has a longer one.
@@ -49,3 +51,16 @@ def check_bounds(obj: object, what: str) -> None:
                 stack.append((x, (*path, f"[{str(k)[:64]}]")))
         elif isinstance(v, list | tuple | set | frozenset):
             stack.extend((x, (*path, f"[{i}]")) for i, x in enumerate(v))
+
+
+#: Nineteen digits in a row: the shortest integer literal that may not fit int64.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def within_bounds(raw: bytes | msgspec.Raw) -> bool:
+    """Whether whatever a JSON document decodes to surely passes
+    :func:`check_bounds`, from its bytes alone (one C scan, where the walk
+    visits every field in Python): no decoded string is longer than the
+    document, and an integer outside int64 needs at least 19 digits. False
+    means "walk it", not "out of bounds"."""
+    return len(raw) <= MAX_STRING_BYTES and _LONG_DIGITS.search(raw) is None
