@@ -314,7 +314,9 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
                 md = pod.metadata
                 md.namespace = md.namespace or default_namespace
                 md.uid = md.uid or default_uid(md.namespace, md.name)
-                out.pods.append(pod)
+                # Decoded here, so not yet anyone's to change: its equal and
+                # empty containers are shared (nothing downstream changes a pod in place).
+                out.pods.append(model.share_containers(pod))
             elif kind == "PodGroup":
                 group = _convert(obj, model.PodGroup, label)
                 if not group.metadata.name:

@@ -486,13 +486,15 @@ class Pod(_K8s):
 # containers are either empty (no tolerations, volumes, init containers...:
 # msgspec gives each instance its own empty list, 56 bytes, or dict, 64) or
 # equal to many other pods' (the labels, annotations, containers and owner
-# reference of one ReplicaSet's pods). A door that hands the core a pod it
-# decoded (the gRPC door: ``berth.adapters.grpc.convert``) passes it through
+# reference of one ReplicaSet's pods; the tolerations of nearly every pod).
+# A door that hands the core a pod it decoded (the gRPC door:
+# ``berth.adapters.grpc.convert``, the Kubernetes door's pod informer, the
+# manifests the embedded cluster loads) passes it through
 # :func:`share_containers`: its empty lists and dicts become the one shared
 # empty list and dict below, its non-empty maps shared read-only maps
-# (:func:`shared_map`), and its containers and owner references an equal
-# list another pod already holds. bench.memory footprint: ~6 KB of RSS per
-# bound pod before, ~2.7 KB after.
+# (:func:`shared_map`), and its containers, owner references and
+# tolerations an equal list another pod already holds. bench.memory
+# footprint: ~6 KB of RSS per bound pod before, ~2.7 KB after.
 #
 # This relies on what the core already does: a pod it holds is never changed
 # in place — a change builds a new container (``[*xs, x]``, ``{**m, k: v}``)
@@ -502,7 +504,9 @@ class Pod(_K8s):
 # would add ``"tolerations": []`` to every rendered pod), so the next pod
 # shared raises if one is no longer empty; nor can the shared structs, whose
 # sharing tests/core/test_shared_pod_containers.py checks survives
-# scheduling, binding, preemption and deletion unchanged. A pod built in
+# scheduling, binding, preemption and deletion unchanged (and
+# tests/kubernetes/test_shared_pods.py the same in Kubernetes mode: bind,
+# nomination, victims' conditions, updates and deletes). A pod built in
 # Python (``berth.testing.make_pod``, a plugin's test) is left alone: its
 # author may well change it in place before handing it over.
 _EMPTY_LIST: list[Any] = []
@@ -520,7 +524,7 @@ def _shared_dict(d: Any) -> Any:
 
 
 #: Lists of structs equal to another pod's (a ReplicaSet's pods have the same
-#: containers and owner reference): (field, their msgpack encoding) -> the
+#: containers, owner reference and tolerations): (field, their msgpack encoding) -> the
 #: first such list, which the others share. The encoding is the content,
 #: types included (1, 1.0 and True differ); bounded as the shared maps are.
 _SHARED_LISTS_MAX = 8192
@@ -564,7 +568,9 @@ def share_containers(pod: Pod) -> Pod:
         md.finalizers = _shared_list(md.finalizers)
     if type(spec) is PodSpec:
         spec.node_selector, spec.overhead = _shared_dict(spec.node_selector), _shared_dict(spec.overhead)
-        spec.tolerations = _shared_list(spec.tolerations)
+        # Every pod an API server admits carries the same two tolerations
+        # (DefaultTolerationSeconds: not-ready and unreachable, 300 s).
+        spec.tolerations = _shared_structs("tolerations", spec.tolerations)
         spec.topology_spread_constraints = _shared_list(spec.topology_spread_constraints)
         spec.scheduling_gates = _shared_list(spec.scheduling_gates)
         spec.resource_claims, spec.volumes = _shared_list(spec.resource_claims), _shared_list(spec.volumes)

@@ -281,8 +281,8 @@ class FakeApiServer:
         return None if lease is None else lease["spec"].get("holderIdentity")
 
 
-def node(name: str) -> dict[str, Any]:
-    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
     return {
         "apiVersion": "v1",
         "kind": "Node",

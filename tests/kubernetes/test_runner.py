@@ -34,15 +34,6 @@ async def fake() -> FakeApiServer:
     return FakeApiServer()
 
 
-@pytest.fixture
-async def api(fake: FakeApiServer) -> AsyncIterator[client.ApiClient]:
-    api = client.ApiClient(client.Configuration(host="https://fake-apiserver"))
-    await api.rest_client.pool_manager.close()
-    fake.plug_into(api)
-    yield api
-    await api.close()
-
-
 def kube_runner(api: client.ApiClient, leader_election: dict[str, object], identity: str = "a") -> KubernetesRunner:
     cfg = config.parse({"leaderElection": leader_election})
     return KubernetesRunner(app.build(cfg, run_loop=False).core, api, identity=identity)

@@ -30,6 +30,7 @@ import msgspec
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth.adapters.kubernetes.backoff import Backoff, describe
+from berth.cluster import model
 
 __all__ = ["Handlers", "Informer", "WatchEvent"]
 
@@ -130,10 +131,16 @@ class Informer(Generic[T]):
         field_selector: str | None = None,
         page_size: int = 500,
         watch_timeout: int = 300,
+        prepare: Callable[[T], T] | None = None,
     ) -> None:
+        """``prepare``: applied to every object just decoded, before the
+        store and the handlers see it (the pod informer's is
+        :func:`berth.cluster.model.share_containers`: nothing downstream
+        changes a pod in place, so equal and empty containers are shared)."""
         self.name = name
         self._list_call = list_call
         self._decoder = msgspec.json.Decoder(decode)
+        self._prepare = prepare
         self._handlers = handlers
         self._field_selector = field_selector
         self._page_size = page_size
@@ -146,7 +153,13 @@ class Informer(Generic[T]):
 
     @staticmethod
     def _key(meta: _ObjMeta) -> str:
-        return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        # NAMESPACE/NAME interned (model.pod_key): the very string the core
+        # keys a pod by, not one more copy of it per object.
+        return model.pod_key(meta.namespace, meta.name) if meta.namespace else meta.name
+
+    def _decode(self, raw: msgspec.Raw) -> T:
+        obj = self._decoder.decode(raw)
+        return obj if self._prepare is None else self._prepare(obj)
 
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"_preload_content": False}
@@ -189,7 +202,7 @@ class Informer(Generic[T]):
             have = self.store.get(key)
             if have is not None and have[0] == obj_rv:
                 continue  # unchanged: do not apply twice
-            obj = self._decoder.decode(raw)
+            obj = self._decode(raw)
             self.store[key] = (obj_rv, obj)
             if have is None:
                 self._handlers.on_add(obj)
@@ -246,7 +259,7 @@ class Informer(Generic[T]):
             if have is not None and have[0] == meta.resourceVersion:
                 pass  # already applied (e.g. seen in a relist)
             else:
-                obj = self._decoder.decode(ev.object)
+                obj = self._decode(ev.object)
                 self.store[key] = (meta.resourceVersion, obj)
                 if have is None:
                     self._handlers.on_add(obj)

@@ -265,6 +265,8 @@ class KubernetesRunner:
                 self._pod_handlers(),
                 # kube-scheduler's pod informer skips terminated pods the same way.
                 field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                # Nothing downstream changes a pod in place: equal and empty containers are shared.
+                prepare=model.share_containers,
             ),
             Informer(
                 "poddisruptionbudgets",
