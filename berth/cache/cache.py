@@ -91,7 +91,7 @@ class Cache:
 
     def _touch(self, row: int) -> None:
         self._generation += 1
-        self.table.gen[row] = self._generation
+        self.table.stamp(row, self._generation)
         info = self.table.infos[row]
         if info is not None:
             info.generation = self._generation
@@ -226,11 +226,10 @@ class Cache:
         if st is not None and st.assumed:
             # Assumed -> Added; it may have landed elsewhere than assumed.
             # The new count is checked before the old one goes.
-            self.check_usage(node, [pi], self._leaving(st, node))
+            if not self._same_usage(st, pi, node):
+                self.check_usage(node, [pi], self._leaving(st, node))
             self._assumed.discard(pi.uid)
-            self._count(st.info, st.node, -1)
-            self._pods[pi.uid] = _PodState(pi, node)
-            self._count(pi, node, 1)
+            self._replace(st, pi, node)
             return
         if st is not None:
             self.update_pod(pi)
@@ -244,10 +243,40 @@ class Cache:
             self.add_pod(pi)
             return
         node = pi.pod.spec.node_name or st.node
-        self.check_usage(node, [pi], self._leaving(st, node))
-        self._count(st.info, st.node, -1)
+        if not self._same_usage(st, pi, node):
+            self.check_usage(node, [pi], self._leaving(st, node))
+        self._replace(st, pi, node)
+
+    @staticmethod
+    def _same_usage(st: _PodState, pi: PodInfo, node: str) -> bool:
+        """``pi`` replaces ``st``'s pod on the same node with the same
+        requests (a binding's confirmation, a status update): the node's
+        requested amounts do not move, so nothing can overflow."""
+        return st.node == node and st.info.usage == pi.usage
+
+    def _replace(self, st: _PodState, pi: PodInfo, node: str) -> None:
+        """``st``'s pod stops counting on its node and ``pi`` counts on
+        ``node`` (the caller checked the overflow). When the amounts are the
+        same on the same node, the columns are left as they are (subtracting
+        and adding them back would leave the same numbers); the node's pods,
+        its generation and the listeners see the same two steps either way."""
+        if not self._same_usage(st, pi, node):
+            self._count(st.info, st.node, -1)
+            self._pods[pi.uid] = _PodState(pi, node)
+            self._count(pi, node, 1)
+            return
+        row = self.table.row(node)
+        info = self.table.infos[row]
+        assert info is not None
+        info.remove_pod(st.info)
+        self._touch(row)
+        for listener in self._listeners:
+            listener(st.info, node, -1)
         self._pods[pi.uid] = _PodState(pi, node)
-        self._count(pi, node, 1)
+        info.add_pod(pi)
+        self._touch(row)
+        for listener in self._listeners:
+            listener(pi, node, 1)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         st = self._pods.pop(uid, None)

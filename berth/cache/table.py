@@ -49,6 +49,16 @@ class UsageOverflow(ResourceExhausted):
     """A node's requested amount of a resource would pass int64."""
 
 
+def _replaces_alike(step: Iterable[tuple[str, int, PodInfo]]) -> bool:
+    """A step that takes a pod off a node and counts one with the same
+    usage there (a binding's confirmation, a status update): it leaves every
+    sum where it was, so it cannot carry one past int64."""
+    if not isinstance(step, (list, tuple)) or len(step) != 2:
+        return False
+    (node_a, sign_a, a), (node_b, sign_b, b) = step
+    return node_a == node_b and sign_a == -sign_b and (a.usage is b.usage or a.usage == b.usage)
+
+
 class ResourceColumns:
     """Which column of the resource arrays holds which resource.
 
@@ -161,6 +171,15 @@ class NodeTable:
         self.unschedulable: BoolArray = np.zeros(cap, dtype=bool)
         self.taint_group: npt.NDArray[np.int32] = np.zeros(cap, dtype=np.int32)
         self.gen: IntArray = np.zeros(cap, dtype=np.int64)
+        #: Row -> its generation, oldest first (:meth:`stamp` moves a row to
+        #: the end): a snapshot walks it from the newest back to the first
+        #: row it has already seen, instead of comparing every row's
+        #: generation (kube-scheduler's cache keeps its nodes in a list
+        #: ordered by generation for the same walk: ``UpdateSnapshot`` in
+        #: pkg/scheduler/backend/cache/cache.go).
+        self.recent: dict[int, int] = {}
+        #: The newest generation :meth:`stamp` gave a row (0: none yet).
+        self.generation = 0
         self.infos: list[NodeInfo | None] = []
         self.index: dict[str, int] = {}
         # Distinct taint sets; group 0 is "no taints".
@@ -222,6 +241,15 @@ class NodeTable:
 
     # ------------------------------------------------------------ rows
 
+    def stamp(self, i: int, generation: int) -> None:
+        """Row ``i`` changed: it now has ``generation``, which must exceed
+        every generation stamped before (the cache's counter)."""
+        self.gen[i] = generation
+        recent = self.recent
+        recent.pop(i, None)
+        recent[i] = generation
+        self.generation = generation
+
     def row(self, name: str) -> int:
         """The row of node ``name``, creating a (not alive) one when new."""
         i = self.index.get(name)
@@ -279,6 +307,8 @@ class NodeTable:
         """
         running: dict[tuple[str, str], list[int]] = {}
         for step in steps:
+            if _replaces_alike(step):
+                continue
             grown: list[tuple[str, str]] = []
             for node, sign, pi in step:
                 for name, (req, nz) in pi.usage.items():
@@ -339,6 +369,16 @@ class NodeTable:
         info = self.infos[i]
         assert info is not None
         return info.name
+
+    def names_of(self, rows: Iterable[int]) -> list[str]:
+        """:meth:`name` of each row, in order."""
+        infos = self.infos
+        out = []
+        for i in rows:
+            info = infos[i]
+            assert info is not None
+            out.append(info.name)
+        return out
 
     def label_column(self, key: str) -> LabelColumn:
         if self._label_cols_version != self.shape_version:

@@ -132,6 +132,16 @@ def _extension_point_async(
     return wrap
 
 
+def _out_of_range(raw: IntArray) -> bool:
+    """Whether a score lies outside [MIN_NODE_SCORE, MAX_NODE_SCORE]: one
+    reduction instead of a min and a max per plugin per cycle. As unsigned
+    integers, a negative score is huge, so with MIN_NODE_SCORE == 0 the
+    largest unsigned value alone says it."""
+    if fw.MIN_NODE_SCORE == 0:
+        return bool(raw.view(np.uint64).max() > fw.MAX_NODE_SCORE)
+    return bool(raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE)
+
+
 def _sampled(state: fw.CycleState) -> bool:
     cm = state.get(CYCLE_METRICS)
     return cm is not None and cm.plugins
@@ -358,12 +368,12 @@ class Framework:
                 break
             started = time.perf_counter() if sample else 0.0
             v = p.filter(state, pod, nodes, rows)
-            bad = ~v.ok
             if sample:
-                code = fw.Code.UNSCHEDULABLE if bad.all() else fw.Code.SUCCESS
+                code = fw.Code.UNSCHEDULABLE if not v.ok.any() else fw.Code.SUCCESS
                 self.metrics.plugin(p.NAME, "Filter", code, time.perf_counter() - started)
-            if not bad.any():
+            if v.ok.all():  # the usual verdict: no negated copy of it to make
                 continue
+            bad = ~v.ok
             base = len(statuses)
             statuses.extend(st.with_plugin(p.NAME) for st in v.statuses)
             newly = bad & ok
@@ -525,7 +535,7 @@ class Framework:
                     self.metrics.plugin(
                         p.NAME, "ScoreExtensionNormalize", fw.Code.SUCCESS, time.perf_counter() - started
                     )
-            if raw.size and (raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE):
+            if raw.size and _out_of_range(raw):
                 # A plugin bug, never the request's fault (in-tree plugins keep
                 # their range for any request): not a ValueError, which edges
                 # read as a client error.

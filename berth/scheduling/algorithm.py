@@ -64,24 +64,80 @@ def absent_nodes_reason(state: fw.CycleState) -> str:
     return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}]"
 
 
-@dataclasses.dataclass(slots=True)
 class Diagnosis:
     """Why a pod did not fit (framework.Diagnosis).
 
     ``node_to_status`` holds the nodes Filter examined (NodeToStatus's
     explicit nodes); every other node has ``absent_nodes_status``
     (``AbsentNodesStatus``: no reasons unless a PreFilter result left nodes out).
+
+    A pod that fits few nodes leaves thousands of failures, and a pod that
+    is placed anyway needs only their number: :meth:`defer_failures` keeps
+    the failed rows as they are, and ``node_to_status`` names them the first
+    time it is read (a row's name never changes, so the table may have moved
+    on by then).
     """
 
-    num_all_nodes: int
-    node_to_status: dict[str, fw.Status] = dataclasses.field(default_factory=dict)
-    absent_nodes_status: fw.Status = dataclasses.field(
-        default_factory=lambda: fw.Status(fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    __slots__ = (
+        "_deferred",
+        "_node_to_status",
+        "absent_nodes_status",
+        "num_all_nodes",
+        "pending_plugins",
+        "post_filter_msg",
+        "pre_filter_msg",
+        "unschedulable_plugins",
     )
-    pre_filter_msg: str = ""
-    post_filter_msg: str = ""
-    unschedulable_plugins: set[str] = dataclasses.field(default_factory=set)
-    pending_plugins: set[str] = dataclasses.field(default_factory=set)
+
+    def __init__(
+        self,
+        num_all_nodes: int,
+        node_to_status: dict[str, fw.Status] | None = None,
+        absent_nodes_status: fw.Status | None = None,
+        pre_filter_msg: str = "",
+        post_filter_msg: str = "",
+        unschedulable_plugins: set[str] | None = None,
+        pending_plugins: set[str] | None = None,
+    ) -> None:
+        self.num_all_nodes = num_all_nodes
+        self._node_to_status: dict[str, fw.Status] = node_to_status if node_to_status is not None else {}
+        self.absent_nodes_status = (
+            absent_nodes_status
+            if absent_nodes_status is not None
+            else fw.Status(fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        )
+        self.pre_filter_msg = pre_filter_msg
+        self.post_filter_msg = post_filter_msg
+        self.unschedulable_plugins: set[str] = unschedulable_plugins if unschedulable_plugins is not None else set()
+        self.pending_plugins: set[str] = pending_plugins if pending_plugins is not None else set()
+        self._deferred: list[tuple[NodeTable, list[int], list[int], list[fw.Status]]] = []
+
+    def defer_failures(self, nodes: NodeTable, rows: list[int], reasons: list[int], statuses: list[fw.Status]) -> None:
+        """``rows`` of ``nodes`` failed with ``statuses[reasons[k]]``; added
+        to ``node_to_status`` (in this order) when it is next read."""
+        self._deferred.append((nodes, rows, reasons, statuses))
+
+    @property
+    def node_to_status(self) -> dict[str, fw.Status]:
+        if self._deferred:
+            for nodes, rows, reasons, statuses in self._deferred:
+                self._node_to_status.update(zip(nodes.names_of(rows), [statuses[i] for i in reasons], strict=True))
+            self._deferred.clear()
+        return self._node_to_status
+
+    @property
+    def num_examined_failures(self) -> int:
+        """``len(node_to_status)``, without naming deferred failures (a
+        deferred row is never also in the dict: each row is diagnosed once)."""
+        return len(self._node_to_status) + sum(len(rows) for _, rows, _, _ in self._deferred)
+
+    def __repr__(self) -> str:
+        return (
+            f"Diagnosis(num_all_nodes={self.num_all_nodes}, node_to_status={self.node_to_status!r}, "
+            f"absent_nodes_status={self.absent_nodes_status!r}, pre_filter_msg={self.pre_filter_msg!r}, "
+            f"post_filter_msg={self.post_filter_msg!r}, unschedulable_plugins={self.unschedulable_plugins!r}, "
+            f"pending_plugins={self.pending_plugins!r})"
+        )
 
 
 class FitError(Exception):
@@ -198,12 +254,19 @@ def find_nodes_that_fit(
     feasible = order[:processed][ok_in_window]
     # Like findNodesThatPassFilters, only the nodes examined to find enough
     # feasible ones are diagnosed (all of them when too few fit).
-    for row, st in outcome.failures(processed).items():
-        diagnosis.node_to_status[nodes.name(row)] = st
-        if st.plugin:
-            (diagnosis.pending_plugins if st.code == fw.Code.PENDING else diagnosis.unschedulable_plugins).add(
-                st.plugin
-            )
+    # A pod that fits few nodes has thousands of failures here: named only
+    # when someone reads them, and each distinct status's plugin counted once.
+    bad = np.flatnonzero(~ok_in_window)
+    if bad.size:
+        reasons = outcome.reason[bad].tolist()
+        statuses = outcome.statuses
+        diagnosis.defer_failures(nodes, outcome.rows[bad].tolist(), reasons, statuses)
+        for i in sorted(set(reasons)):
+            st = statuses[i]
+            if st.plugin:
+                (diagnosis.pending_plugins if st.code == fw.Code.PENDING else diagnosis.unschedulable_plugins).add(
+                    st.plugin
+                )
     return feasible, diagnosis, outcome
 
 
@@ -253,7 +316,7 @@ def schedule_pod(
     feasible, diagnosis, _ = find_nodes_that_fit(fwk, state, pod, nodes, percentage=percentage, sampler=sampler)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)
-    evaluated = len(feasible) + len(diagnosis.node_to_status)
+    evaluated = len(feasible) + diagnosis.num_examined_failures
     if len(feasible) == 1:
         return ScheduleResult(nodes.name(int(feasible[0])), evaluated, 1)
     st = fwk.run_pre_score(state, pod, nodes, feasible)

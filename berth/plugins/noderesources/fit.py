@@ -147,7 +147,9 @@ class NodeResourcesFit:
         for name, amount in zip(s.names, s.amounts, strict=True):
             c = index[name]
             full |= cols_at[0][:, c] - cols_at[1][:, c] < amount
-        if not full[rows].any():
+        # Rarely any row is full at all: a scan of the contiguous column
+        # says so before the (costlier) gather of the candidate rows.
+        if not full.any() or not full[rows].any():
             return fw.NodeVerdicts.all_ok(n)
         too_many = (nodes.req[:size, pods] >= nodes.alloc[:size, pods])[rows]
         labels = [_TOO_MANY_PODS]

@@ -137,10 +137,12 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
 
 def _gather(table: IntArray, rows: IntArray, cols: list[int]) -> IntArray:
     """``table[rows][:, cols]``: whole rows first (one contiguous take), then
-    the columns — several times faster than ``table[np.ix_(rows, cols)]``."""
+    the columns — several times faster than ``table[np.ix_(rows, cols)]``.
+    The result is C-contiguous: the dozen operations scoring does on it
+    then run about twice as fast as on a strided view."""
     picked = table.take(rows, axis=0)
     if cols == list(range(cols[0], cols[-1] + 1)):
-        out: IntArray = picked[:, cols[0] : cols[-1] + 1]
+        out: IntArray = np.ascontiguousarray(picked[:, cols[0] : cols[-1] + 1])
         return out
     return picked[:, cols]
 
@@ -233,11 +235,43 @@ class ResourceAllocationScorer:
         self.scorer = scorer
         self.use_requested = use_requested
         self.pod_level = pod_level
+        # _columns' answer for the table columns it was last asked about.
+        self._columns_of: tuple[list[str], int, range | None] | None = None
+
+    def _columns(self, nodes: NodeTable) -> range | None:
+        """The consecutive columns holding the configured resources, in
+        order, when every one is cpu or memory (read from one array,
+        never left out for being unrequested): the default profiles'
+        case, which :meth:`allocatable_requested` serves without its
+        per-resource bookkeeping. None otherwise. Remembered per column
+        layout (columns are only ever appended)."""
+        names = nodes.columns.names
+        cached = self._columns_of
+        if cached is not None and cached[0] is names and cached[1] == len(names):
+            return cached[2]
+        index = nodes.columns.index
+        cols = [index.get(n) for n in self.names]
+        span: range | None = None
+        if (
+            cols
+            and all(n in (resources.CPU, resources.MEMORY) for n in self.names)
+            and all(c is not None for c in cols)
+            and cols == list(range(cols[0] or 0, (cols[0] or 0) + len(cols)))
+        ):
+            span = range(cols[0] or 0, (cols[0] or 0) + len(cols))
+        self._columns_of = (names, len(names), span)
+        return span
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         """calculatePodResourceRequestList: the pod's request for each configured resource."""
         if not self.use_requested:
-            reqs = non_missing_requests(pod.pod, skip_pod_level=not self.pod_level)
+            if self.pod_level or pod.pod.spec.resources is None:
+                # non_missing_requests without skipping pod-level resources
+                # (or with none to skip) is the pod's NonZero requests, which
+                # PodInfo computed once: no copy of the pod per cycle.
+                reqs = pod.non_zero
+            else:
+                reqs = non_missing_requests(pod.pod, skip_pod_level=True)
         elif self.pod_level or pod.pod.spec.resources is None:
             reqs = pod.requests
         else:
@@ -259,6 +293,17 @@ class ResourceAllocationScorer:
         ``requested <= 0``).
         """
         n, r = len(rows), len(self.names)
+        span = self._columns(nodes)
+        if span is not None and n and max(pod_requests) <= _SAFE and min(pod_requests) >= -_SAFE:
+            # The general path below, for one block of consecutive columns.
+            at_span = list(span)
+            allocatable = _gather(nodes.alloc, rows, at_span)
+            requested = _gather(nodes.req if self.use_requested else nodes.req_nz, rows, at_span)
+            if int(allocatable.max()) <= _SAFE and int(requested.max()) <= _SAFE:
+                total = requested + np.asarray(pod_requests, dtype=np.int64)
+                if not allocatable.all():
+                    total = np.where(allocatable == 0, 0, total)
+                return allocatable, np.maximum(total, 0)
         index = nodes.columns.index
         # Per source array (req or req_nz): [(output position, column, pod request)].
         picked: dict[int, tuple[IntArray, list[tuple[int, int, int]]]] = {}
