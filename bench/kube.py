@@ -474,6 +474,7 @@ async def _run(
         p["metadata"]["labels"][RUN_LABEL] = tag
         pods.append(p)
     created_s = await api.create_all(pods)
+    requests_before = await _request_counts(api) if os.environ.get(REQUESTS_ENV) else None
     load_before = loadavg()
     t_start = time.time()
     proc = _start(cp, which, tag)
@@ -502,7 +503,17 @@ async def _run(
                     break
     t_end = time.time()
     load_after = loadavg()
+    if requests_before is not None:
+        after = await _request_counts(api)
+        diff = sorted(((v - requests_before.get(k, 0), k) for k, v in after.items()), reverse=True)
+        print(
+            f"    {which}: API requests during the run: "
+            + ", ".join(f"{' '.join(k)} {d:.0f}" for d, k in diff[:8] if d)
+        )
     proc.stop()
+    dropped = [line for line in proc.tail(100000).splitlines() if "events dropped" in line]
+    if dropped:
+        print(f"    {which}: {dropped[-1].strip()[-120:]}", flush=True)
     if profiler is not None:
         profiler.wait(30)
     items = await api.pods(shape.measure_ns, f"{RUN_LABEL}={tag}")
@@ -542,6 +553,27 @@ async def _run(
         flush=True,
     )
     return result
+
+
+#: ``BENCH_KUBE_REQUESTS=1`` prints the API server's requests of each run by
+#: verb, resource and subresource (its ``apiserver_request_total``), to see
+#: what each scheduler asks of the API server.
+REQUESTS_ENV = "BENCH_KUBE_REQUESTS"
+
+
+async def _request_counts(api: Api) -> dict[tuple[str, str, str], float]:
+    assert api.session is not None
+    async with api.session.get(api.kube.server + "/metrics") as r:
+        text = await r.text()
+    out: dict[tuple[str, str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        fields = dict(kv.split("=", 1) for kv in labels[len("apiserver_request_total{") : -1].split(","))
+        key = tuple(fields.get(f, '""').strip('"') for f in ("verb", "resource", "subresource"))
+        out[key] = out.get(key, 0.0) + float(value)  # type: ignore[index]
+    return out  # type: ignore[return-value]
 
 
 def _node_count(shape: Shape, args: argparse.Namespace) -> int:
