@@ -52,9 +52,12 @@ RETRY_SLEEP_SECONDS = 10.0
 FINISH_SECONDS = 6 * 60.0
 #: Series still running have their count written this often (``refreshTime``).
 REFRESH_SECONDS = 30 * 60.0
-#: Events written at once (client-go starts a goroutine per event; a few
-#: writers keep events from crowding out the Bindings on the same loop).
-EVENT_WRITERS = 4
+#: Events written at once. client-go starts a goroutine per event, so its
+#: queue only fills when the API server stalls; with 4 writers Berth's
+#: Scheduled events fell behind at ~400 pods/s and over a thousand of 5000
+#: were dropped (bench.kube TopologySpreading). 32 keep up with the loop
+#: while leaving most of the client's 100 connections to the Bindings.
+EVENT_WRITERS = 32
 #: Isomorphic-event keys remembered at most (upstream's cache is bounded only
 #: by ``finishTime``; at 2000 pods/s that would be 720 000 Scheduled events).
 MAX_CACHED_EVENTS = 20000
