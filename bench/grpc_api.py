@@ -27,6 +27,8 @@ import contextlib
 import io
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,7 +61,29 @@ def _load() -> str:
     return os.getloadavg().__repr__()
 
 
-def _cli_once(port: int, pid: int, manifest: Path, pods: int) -> dict[str, float]:
+@contextlib.contextmanager
+def _profiled(pid: int, out: str | None, native: bool = False) -> Any:
+    """py-spy ``record`` of the server process ``pid`` while the block runs
+    (raw collapsed stacks in ``out``, with C frames when ``native``);
+    nothing when ``out`` is None."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).parent / "py-spy"
+    argv = [str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250", "-o", out]
+    argv += ["--native"] if native else []
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the first request
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+
+
+def _cli_once(
+    port: int, pid: int, manifest: Path, pods: int, profile: str | None = None, native: bool = False
+) -> dict[str, float]:
     """``berth submit -f MANIFEST --wait`` in this process; the first Submit
     request is timed through the command's own unary-call helper."""
     first: list[float] = []
@@ -74,17 +98,18 @@ def _cli_once(port: int, pid: int, manifest: Path, pods: int) -> dict[str, float
     argv += ["--server", f"127.0.0.1:{port}"]
     out = io.StringIO()
     cli_main.call = timed_call  # type: ignore[assignment]
-    server_cpu = _cpu_seconds(pid)
-    cpu0 = time.process_time()
-    try:
-        start = time.perf_counter()
-        with contextlib.redirect_stdout(out):
-            code = cli_main.main(argv)
-        end = time.perf_counter()
-    finally:
-        cli_main.call = real_call  # type: ignore[assignment]
-    client_cpu = time.process_time() - cpu0
-    server_cpu = _cpu_seconds(pid) - server_cpu
+    with _profiled(pid, profile, native):
+        server_cpu = _cpu_seconds(pid)
+        cpu0 = time.process_time()
+        try:
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(out):
+                code = cli_main.main(argv)
+            end = time.perf_counter()
+        finally:
+            cli_main.call = real_call  # type: ignore[assignment]
+        client_cpu = time.process_time() - cpu0
+        server_cpu = _cpu_seconds(pid) - server_cpu
     rows = json.loads(out.getvalue())
     scheduled = sum(r["status"] == "Scheduled" for r in rows)
     if code != 0 or scheduled != pods:
@@ -187,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=50)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--only", choices=MODES, action="append", help="run only these parts (repeatable)")
+    p.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="cli: py-spy record the server during each measured window into PREFIX-N.txt (raw stacks)",
+    )
+    p.add_argument("--profile-native", action="store_true", help="--profile with C frames (py-spy --native)")
     args = p.parse_args(argv)
     modes = args.only or list(MODES)
     nodes = [workloads.node(i) for i in range(args.nodes)]
@@ -198,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 manifest = _manifest(Path(tmp), f"cli-{r}", args.pods)
                 with server.berth(nodes) as ports:
-                    runs.append(_cli_once(ports["grpc"], ports["pid"], manifest, args.pods))
+                    profile = f"{args.profile}-{r}.txt" if args.profile else None
+                    runs.append(
+                        _cli_once(ports["grpc"], ports["pid"], manifest, args.pods, profile, args.profile_native)
+                    )
         result["cli"] = {
             "pods_per_second": _summary(
                 "berth submit, first request to last decision, pods/s", runs, "pods_per_second"

@@ -49,7 +49,7 @@ class PodInfo:
                 and a.resources is b.resources
             ):
                 md = pod.metadata
-                return cls(pod, md.uid or pod.key, pod.key, like.requests, like.non_zero, like.host_ports)
+                return cls(pod, md.uid or pod.key, pod.key, like.requests, like.non_zero, like.host_ports, like._usage)
         md = pod.metadata
         # schedutil.GetHostPorts: containers and sidecars (restartable init
         # containers); other init containers have exited before the pod runs.

@@ -442,10 +442,11 @@ class EmbeddedCluster(StorageObjects):
             raise BindConflict(f"pod {pod.key} is already assigned to node {bound!r}")
         if node not in self.nodes:
             raise BindError(f'nodes "{node}" not found')
+        status = current.status
+        if status.nominated_node_name:
+            status = msgspec.structs.replace(status, nominated_node_name="")
         updated = msgspec.structs.replace(
-            current,
-            spec=msgspec.structs.replace(current.spec, node_name=node),
-            status=msgspec.structs.replace(current.status, nominated_node_name=""),
+            current, spec=msgspec.structs.replace(current.spec, node_name=node), status=status
         )
         try:
             self.core.admit_pods([updated])

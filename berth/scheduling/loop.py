@@ -3,9 +3,13 @@
 ``run`` pops one pod at a time and runs its **scheduling cycle**
 synchronously — snapshot, PreFilter, Filter, PostFilter on failure,
 PreScore/Score, select, assume, Reserve, Permit — then starts its **binding
-cycle** as a separate task — WaitOnPermit, PreBind, Bind, PostBind — so the
-next pod is scheduled while the previous one binds. Any failure after assume
-runs Unreserve, forgets the pod in the cache and requeues it with backoff.
+cycle** — WaitOnPermit, PreBind, Bind, PostBind — at once, and from where it
+first waits (Permit, an API call) as a separate task, so the next pod is
+scheduled while the previous one binds. A binding that never waits (the
+embedded cluster's) is over before the next pod is popped, and such pods are
+scheduled back to back within one event-loop turn (``Scheduler.run``). Any
+failure after assume runs Unreserve, forgets the pod in the cache and
+requeues it with backoff.
 
 It publishes a :class:`~berth.framework.decision.Decision` at every step
 (``core.decisions``) and reports the queue state Explain shows.
@@ -18,7 +22,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import msgspec
@@ -38,9 +42,57 @@ from berth.quota.tree import QUOTA_PLUGIN, Verdict
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core
 
-__all__ = ["QueueState", "Scheduler", "quota_verdict"]
+__all__ = ["TURN_SECONDS", "QueueState", "Scheduler", "quota_verdict"]
 
 log = logging.getLogger(__name__)
+
+#: How long the loop may schedule pods back to back before it lets the
+#: servers and other tasks run (:meth:`Scheduler.run`).
+TURN_SECONDS = 0.002
+
+
+def _start_eagerly(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
+    """Run ``coro`` now, up to where it first waits: None when it finished
+    without waiting, else a task (named ``name``) that carries it on from
+    there. Python 3.12's ``asyncio.eager_task_factory`` does this; 3.11 has
+    no eager tasks, hence these few lines. An exception ``coro`` raises is
+    logged, as a task's would be."""
+    try:
+        awaited = coro.send(None)
+    except StopIteration:
+        return None
+    except Exception:
+        log.exception("%s failed", name)
+        return None
+    return asyncio.get_running_loop().create_task(_carry_on(coro, awaited), name=name)
+
+
+async def _carry_on(coro: Coroutine[Any, Any, None], awaited: Any) -> None:
+    """Drive ``coro``, suspended on ``awaited`` (the future it yielded, or
+    None for a bare yield), as a task's steps would: it reads the future's
+    outcome itself when resumed; a cancellation of this task reaches it
+    through the future it waits on, or is thrown into it."""
+    while True:
+        try:
+            if awaited is None:
+                await asyncio.sleep(0)
+            else:
+                awaited._asyncio_future_blocking = False  # taken, as Task.__step takes a yielded future
+                await awaited
+        except asyncio.CancelledError:
+            if awaited is None or not awaited.cancelled():
+                # This task was cancelled, not the future it waits on.
+                try:
+                    awaited = coro.throw(asyncio.CancelledError())
+                except StopIteration:
+                    return
+                continue
+        except Exception:
+            pass  # the coroutine reads the future's exception when resumed
+        try:
+            awaited = coro.send(None)
+        except StopIteration:
+            return
 
 
 @dataclasses.dataclass(slots=True)
@@ -113,6 +165,7 @@ class Scheduler:
         self._release_pending = False
         self.waiting = core.waiting
         self._binding: set[asyncio.Task[None]] = set()
+        self._last_info: PodInfo | None = None  # on_pod's, lent to the next pod's PodInfo.of
         self._last_message: dict[str, str] = {}
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_children: dict[str, Any] = {}
@@ -176,7 +229,9 @@ class Scheduler:
                 message=message,
                 reasons=tuple(
                     Reason(st.plugin, st.message(), st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE) for st in reasons
-                ),
+                )
+                if reasons
+                else (),
                 attempts=attempts,
                 timestamp_ms=int(time.time() * 1000),
             )
@@ -241,7 +296,11 @@ class Scheduler:
             return  # assumed and binding: nothing to queue
         if pod.metadata.deletion_timestamp:
             return
-        pi = PodInfo.of(pod)
+        # The last pod's info lends its derived requests when this pod's
+        # spec holds the very same containers, overhead and resources
+        # (model.share_containers makes a ReplicaSet's pods share them):
+        # PodInfo.of checks that identity, and the requests derive from nothing else.
+        pi = self._last_info = PodInfo.of(pod, like=self._last_info)
         if pod.status.nominated_node_name:
             self.queue.nominator.add(pi, pod.status.nominated_node_name)
         was = self.queue.phase(uid)
@@ -318,16 +377,32 @@ class Scheduler:
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
+        """Pop and schedule pods for ever. Pods are scheduled back to back
+        within one turn of the event loop (at most :data:`TURN_SECONDS`) as
+        long as each one's binding cycle finishes at once (the embedded
+        cluster binds without waiting) and left nothing behind (no
+        background report or eviction, no quota release pending): the pods
+        see the same cache and queue, in the same order, as with a turn per
+        pod, minus a loop turn, a task and a wakeup each. Any pod that
+        waits (Permit, an API call) or fails ends the turn."""
         janitor = asyncio.create_task(self._janitor(), name="assumed-pod-janitor")
         try:
             while True:
-                qpi = await self.queue.pop()
-                try:
-                    self.schedule_one(qpi)
-                except Exception:
-                    log.exception("scheduling %s failed unexpectedly", qpi.info.key)
-                    self.queue.add_unschedulable(qpi, self.queue.scheduling_cycle, error=True)
-                # Let servers and binding tasks run between pods.
+                qpi: fw.QueuedPodInfo | None = await self.queue.pop()
+                ends = time.perf_counter() + TURN_SECONDS
+                while qpi is not None:
+                    try:
+                        settled = self.schedule_one(qpi, eager=True)
+                    except Exception:
+                        log.exception("scheduling %s failed unexpectedly", qpi.info.key)
+                        self.queue.add_unschedulable(qpi, self.queue.scheduling_cycle, error=True)
+                        settled = False
+                    if not settled or self._release_pending or self.core.client.busy:
+                        break
+                    if time.perf_counter() >= ends:
+                        break
+                    qpi = self.queue.pop_nowait()
+                # Let servers and binding tasks run between turns.
                 await asyncio.sleep(0)
         finally:
             janitor.cancel()
@@ -353,14 +428,19 @@ class Scheduler:
         """Pods binding or waiting at Permit, or reports still being written."""
         return bool(self._binding or self.waiting.uids() or self.core.client.busy)
 
-    def schedule_one(self, qpi: fw.QueuedPodInfo) -> None:
-        """One scheduling cycle; the binding cycle is started as a task."""
+    def schedule_one(self, qpi: fw.QueuedPodInfo, *, eager: bool = False) -> bool:
+        """One scheduling cycle; the binding cycle is started as a task.
+        With ``eager``, the binding cycle runs at once up to where it first
+        waits, and a task carries it on from there (:func:`_start_eagerly`).
+        Returns whether the pod placed is done with: bound, or its binding
+        failed and it was requeued, with nothing left running (False after
+        a scheduling failure too)."""
         core = self.core
         pod = qpi.info
         current = core.pods.get(pod.uid)
         if current is None or current.spec.node_name or current.metadata.deletion_timestamp:
             self.queue.done(pod.uid)  # deleted, bound meanwhile, or terminating (skipPodSchedule)
-            return
+            return True
         fwk = core.frameworks[qpi.profile]
         started = time.perf_counter()
         cycle = self.queue.scheduling_cycle
@@ -377,7 +457,7 @@ class Scheduler:
             verdict = quota_verdict(core, pod)
             if not verdict.ok:
                 self._quota_failure(fwk, qpi, verdict, snap, cycle, started)
-                return
+                return False
         try:
             result = algorithm.schedule_pod(
                 fwk,
@@ -392,11 +472,11 @@ class Scheduler:
         except algorithm.FitError as err:
             self._algorithm_duration.observe(time.perf_counter() - started)
             self._handle_fit_error(fwk, state, qpi, err, snap, cycle, started)
-            return
+            return False
         except Exception as err:
             log.exception("scheduling %s", pod.key)
             self._failure(fwk, qpi, cycle, str(err), error=True, started=started)
-            return
+            return False
         self._algorithm_duration.observe(time.perf_counter() - started)
 
         # Assume: the next cycle must see this pod on its node.
@@ -410,21 +490,26 @@ class Scheduler:
             fwk.run_unreserve(state, assumed_info, result.node)
             core.cache.forget_pod(pod.uid)
             self._requeue(fwk, qpi, cycle, st, started)
-            return
+            return False
         st, waits = fwk.run_permit(state, assumed_info, result.node)
         if not st.ok and st.code != fw.Code.WAIT:
             fwk.run_unreserve(state, assumed_info, result.node)
             core.cache.forget_pod(pod.uid)
             self._requeue(fwk, qpi, cycle, st, started)
-            return
+            return False
         permit = self.waiting.add(assumed_info, result.node, waits) if st.code == fw.Code.WAIT else None
         self.emit(Kind.ASSUMED, pod.pod, node=result.node, attempts=qpi.attempts)
-        task = asyncio.get_running_loop().create_task(
-            self._binding_cycle(fwk, state, qpi, assumed_info, result.node, permit, cycle, started),
-            name=f"bind {pod.key}",
-        )
+        binding = self._binding_cycle(fwk, state, qpi, assumed_info, result.node, permit, cycle, started)
+        name = f"bind {pod.key}"
+        if eager:
+            task = _start_eagerly(binding, name)
+            if task is None:
+                return True
+        else:
+            task = asyncio.get_running_loop().create_task(binding, name=name)
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
+        return False
 
     def _quota_failure(
         self,

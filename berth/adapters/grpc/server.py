@@ -41,6 +41,12 @@ T = TypeVar("T")
 #: Checks a gRPC configuration before any port is bound (ConfigError).
 validate = security.validate
 
+#: How long WatchDecisionBatches lets decisions gather before it sends a
+#: batch (:meth:`~berth.scheduling.decisions.DecisionLog.watch_batches`):
+#: one message per few milliseconds rather than one or two per pod, which
+#: cost the server ~15 % of its CPU in ``sendmsg`` when pods flow at ~1000/s.
+DECISION_LINGER = 0.005
+
 
 def _each(items: Iterable[Any], conv: Callable[[Any, str], T], field: str) -> list[T]:
     """Every message of a repeated field converted, each error naming its
@@ -143,8 +149,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
     ) -> AsyncIterator[scheduler_pb2.DecisionBatch]:
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
-        async for decisions in self.core.decisions.watch_batches(request.pods, replay=request.replay):
-            yield scheduler_pb2.DecisionBatch(decisions=[convert.decision_to_pb(d) for d in decisions])
+        stream = self.core.decisions.watch_batches(request.pods, replay=request.replay, linger=DECISION_LINGER)
+        async for decisions in stream:
+            yield convert.decision_batch_to_pb(decisions)
 
     async def ListQueues(
         self, request: scheduler_pb2.ListQueuesRequest, context: Any
