@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "SCORE_SCRATCH",
     "ActionType",
     "BindPlugin",
     "ClusterEvent",
@@ -61,8 +62,10 @@ __all__ = [
     "ReservePlugin",
     "ScoreNormalizer",
     "ScorePlugin",
+    "ScoreScratch",
     "StateKey",
     "Status",
+    "score_memo",
 ]
 
 #: framework.MaxNodeScore / MinNodeScore: a Score plugin's range after NormalizeScore.
@@ -177,6 +180,33 @@ class CycleState:
 
     def get(self, key: StateKey[T]) -> T | None:
         return self._data.get(key)
+
+
+class ScoreScratch:
+    """What the Score plugins of one ``Framework.run_score`` call share: work
+    on the same rows of the same table (e.g. the rows' allocatable amounts,
+    which NodeResourcesFit and NodeResourcesBalancedAllocation both read),
+    done once. Lives for that one call only (:data:`SCORE_SCRATCH`), so
+    nothing in it can outlive a change to the table; a plugin called outside
+    ``run_score`` finds none (:func:`score_memo`) and does the work itself."""
+
+    __slots__ = ("memo", "nodes", "rows")
+
+    def __init__(self, nodes: object, rows: object) -> None:
+        self.nodes = nodes
+        self.rows = rows
+        self.memo: dict[Any, Any] = {}
+
+
+SCORE_SCRATCH: StateKey[ScoreScratch | None] = StateKey("ScoreScratch")
+
+
+def score_memo(state: CycleState, nodes: object, rows: object) -> dict[Any, Any] | None:
+    """The memo of the ``run_score`` call scoring exactly ``rows`` of ``nodes`` (same objects), if any."""
+    s = state.get(SCORE_SCRATCH)
+    if s is not None and s.nodes is nodes and s.rows is rows:
+        return s.memo
+    return None
 
 
 # ---------------------------------------------------------------- events

@@ -138,7 +138,8 @@ def _out_of_range(raw: IntArray) -> bool:
     integers, a negative score is huge, so with MIN_NODE_SCORE == 0 the
     largest unsigned value alone says it."""
     if fw.MIN_NODE_SCORE == 0:
-        return bool(raw.view(np.uint64).max() > fw.MAX_NODE_SCORE)
+        # ufunc.reduce directly: ndarray.max's Python wrapper costs as much as the reduction here.
+        return bool(np.maximum.reduce(raw.view(np.uint64), axis=None) > fw.MAX_NODE_SCORE)
     return bool(raw.min() < fw.MIN_NODE_SCORE or raw.max() > fw.MAX_NODE_SCORE)
 
 
@@ -518,34 +519,54 @@ class Framework:
 
     @_extension_point("Score", _success)
     def run_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> ScoreOutcome:
-        total = np.zeros(len(rows), dtype=np.int64)
         by_plugin: dict[str, IntArray] = {}
+        weighted_all: list[IntArray] = []
         sample = _sampled(state)
-        for p, weight in self._score_weights:
-            if p.NAME in state.skip_score:
-                continue
-            started = time.perf_counter() if sample else 0.0
-            raw = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
-            if sample:
-                self.metrics.plugin(p.NAME, "Score", fw.Code.SUCCESS, time.perf_counter() - started)
-            if self._normalizes[p.NAME]:
+        # The plugins share work on these rows for this call only (fw.ScoreScratch).
+        state.write(fw.SCORE_SCRATCH, fw.ScoreScratch(nodes, rows))
+        try:
+            for p, weight in self._score_weights:
+                if p.NAME in state.skip_score:
+                    continue
                 started = time.perf_counter() if sample else 0.0
-                raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
+                raw = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
                 if sample:
-                    self.metrics.plugin(
-                        p.NAME, "ScoreExtensionNormalize", fw.Code.SUCCESS, time.perf_counter() - started
+                    self.metrics.plugin(p.NAME, "Score", fw.Code.SUCCESS, time.perf_counter() - started)
+                if self._normalizes[p.NAME]:
+                    started = time.perf_counter() if sample else 0.0
+                    raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
+                    if sample:
+                        self.metrics.plugin(
+                            p.NAME, "ScoreExtensionNormalize", fw.Code.SUCCESS, time.perf_counter() - started
+                        )
+                if raw.size and _out_of_range(raw):
+                    # A plugin bug, never the request's fault (in-tree plugins keep
+                    # their range for any request): not a ValueError, which edges
+                    # read as a client error.
+                    raise RuntimeError(
+                        f"plugin {p.NAME} returned scores outside "
+                        f"[{fw.MIN_NODE_SCORE}, {fw.MAX_NODE_SCORE}]: {raw.min()}..{raw.max()}"
                     )
-            if raw.size and _out_of_range(raw):
-                # A plugin bug, never the request's fault (in-tree plugins keep
-                # their range for any request): not a ValueError, which edges
-                # read as a client error.
-                raise RuntimeError(
-                    f"plugin {p.NAME} returned scores outside "
-                    f"[{fw.MIN_NODE_SCORE}, {fw.MAX_NODE_SCORE}]: {raw.min()}..{raw.max()}"
-                )
-            weighted = raw * weight
-            by_plugin[p.NAME] = weighted
-            total += weighted
+                # Weight 1 (most plugins' default) keeps the plugin's own array:
+                # nothing writes into by_plugin's arrays.
+                weighted = raw * weight if weight != 1 else raw
+                by_plugin[p.NAME] = weighted
+                weighted_all.append(weighted)
+        finally:
+            state.write(fw.SCORE_SCRATCH, None)
+        # The total is a new array (never one of by_plugin's), summed in plugin order.
+        if not weighted_all:
+            total = np.zeros(len(rows), dtype=np.int64)
+        elif len(weighted_all) == 1:
+            total = weighted_all[0].copy()
+        else:
+            total = weighted_all[0] + weighted_all[1]
+            for w in weighted_all[2:]:
+                total += w
+        if total.shape != (len(rows),):  # a plugin's scalar or 1-long answer: broadcast as before
+            total = np.zeros(len(rows), dtype=np.int64)
+            for w in weighted_all:
+                total += w
         return ScoreOutcome(rows, total, by_plugin)
 
     @property

@@ -37,6 +37,8 @@ MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
 #: image_locality.go maxContainerThreshold: the per-container cap of the sum.
 MAX_CONTAINER_THRESHOLD = 1000 * MB
+#: At most this many images' terms remembered per image index.
+_MAX_TERMS = 1024
 
 
 def calculate_priority(sum_scores: IntArray, num_containers: int) -> IntArray:
@@ -59,12 +61,43 @@ class ImageLocality:
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         self.handle = handle
+        # (image index, {(name, number of nodes, cap): (rows, scaled sizes)}):
+        # each image's per-node terms depend only on the index (rebuilt, as
+        # a new object, whenever the nodes change: NodeTable.images), the
+        # node count and the sum's cap, so they are worked out once, not per
+        # cycle (np.unique over every row holding the image). Replaced whole
+        # when the index changes; bounded in entries.
+        self._terms_of: tuple[object, dict[tuple[str, int, int], tuple[IntArray, IntArray]]] | None = None
+
+    def _terms(
+        self, images: object, name: str, entry: tuple[IntArray, IntArray], total_nodes: int, cap: int
+    ) -> tuple[IntArray, IntArray]:
+        """The rows holding image ``name`` and ``int64(float64(size) * spread)`` on each, clamped to [0, cap]."""
+        memo = self._terms_of
+        if memo is None or memo[0] is not images:
+            memo = self._terms_of = (images, {})
+        key = (name, total_nodes, cap)
+        hit = memo[1].get(key)
+        if hit is None:
+            img_rows, sizes = entry
+            # One ImageStateSummary per node: a node listing a name twice counts once.
+            uniq, first = np.unique(img_rows, return_index=True)
+            spread = float(len(uniq)) / float(total_nodes)
+            # int64(float64(imageState.Size) * spread): truncation toward
+            # zero. Terms and the running sum are bounded by the sum's cap
+            # (a size is never negative, and calculatePriority caps the
+            # sum anyway): absurd sizes neither wrap the sum nor the cast.
+            scaled = np.clip(sizes[first].astype(np.float64) * spread, 0.0, float(cap)).astype(np.int64)
+            hit = (uniq, scaled)
+            if len(memo[1]) < _MAX_TERMS:
+                memo[1][key] = hit
+        return hit
 
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
         spec = pod.pod.spec
         containers = (*spec.init_containers, *spec.containers)
         images = nodes.images()
-        present = [f for c in containers if (f := images.get(normalize_image(c.image))) is not None]
+        present = [(name, f) for c in containers if (f := images.get(name := normalize_image(c.image))) is not None]
         if not present:
             # No node has any of the pod's images: every sum is 0, which
             # calculatePriority scores 0 (below minThreshold).
@@ -73,14 +106,7 @@ class ImageLocality:
         sums = np.zeros(nodes.size, dtype=np.int64)
         cap = MAX_CONTAINER_THRESHOLD * max(len(containers), 1)
         if total_nodes:
-            for img_rows, sizes in present:
-                # One ImageStateSummary per node: a node listing a name twice counts once.
-                uniq, first = np.unique(img_rows, return_index=True)
-                spread = float(len(uniq)) / float(total_nodes)
-                # int64(float64(imageState.Size) * spread): truncation toward
-                # zero. Terms and the running sum are bounded by the sum's cap
-                # (a size is never negative, and calculatePriority caps the
-                # sum anyway): absurd sizes neither wrap the sum nor the cast.
-                scaled = np.clip(sizes[first].astype(np.float64) * spread, 0.0, float(cap))
-                sums[uniq] = np.minimum(sums[uniq] + scaled.astype(np.int64), cap)
+            for name, entry in present:
+                uniq, scaled = self._terms(images, name, entry, total_nodes, cap)
+                sums[uniq] = np.minimum(sums[uniq] + scaled, cap)
         return calculate_priority(sums[rows], len(containers))

@@ -48,6 +48,8 @@ class _PreScoreState:
 
 
 PRE_SCORE_KEY: fw.StateKey[_PreScoreState] = fw.StateKey("PreScoreTaintToleration")
+#: The all-zero counts Score last returned in this cycle, which NormalizeScore then need not scan.
+_NONE_COUNTED: fw.StateKey[IntArray] = fw.StateKey("TaintTolerationNoneCounted")
 
 #: Filter's reason (taint_toleration.go, v1.34.4: the literal in Filter's NewStatus).
 ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
@@ -90,11 +92,14 @@ class TaintToleration:
         return fw.SUCCESS
 
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        if len(nodes.taint_sets) == 1:
+            # Only group 0 (no taints) was ever seen: no node has a taint to count.
+            return self._none_counted(state, len(rows))
         s = state.get(PRE_SCORE_KEY)
         tolerations = s.tolerations if s is not None else ()
         groups = nodes.taint_group[rows]
         if not groups.any():  # group 0: no taints at all, nothing to count
-            return np.zeros(len(rows), dtype=np.int64)
+            return self._none_counted(state, len(rows))
         counts = np.zeros(len(nodes.taint_sets), dtype=np.int64)
         for g in np.unique(groups).tolist():
             counts[g] = sum(
@@ -106,5 +111,14 @@ class TaintToleration:
         out: IntArray = counts[groups]
         return out
 
+    def _none_counted(self, state: fw.CycleState, n: int) -> IntArray:
+        """All-zero counts, remembered (by identity) for :meth:`normalize_score`."""
+        zeros = np.zeros(n, dtype=np.int64)
+        state.write(_NONE_COUNTED, zeros)
+        return zeros
+
     def normalize_score(self, state: fw.CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        if scores is state.get(_NONE_COUNTED):
+            # DefaultNormalizeScore(reverse) of all zeros: every node MaxNodeScore.
+            return np.full(len(scores), fw.MAX_NODE_SCORE, dtype=np.int64)
         return default_normalize_score(scores, fw.MAX_NODE_SCORE, reverse=True)

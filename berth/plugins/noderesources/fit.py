@@ -189,7 +189,7 @@ class NodeResourcesFit:
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
         s = state.get(PRE_SCORE_STATE_KEY)
         pod_requests = s.pod_requests if s is not None else tuple(self.scorer.pod_requests(pod))
-        return self.scorer.score(nodes, rows, pod_requests)
+        return self.scorer.score(nodes, rows, pod_requests, fw.score_memo(state, nodes, rows))
 
 
 def _distinct_rows(matrix: BoolArray) -> tuple[BoolArray, npt.NDArray[np.int32]]:
