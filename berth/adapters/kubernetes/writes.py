@@ -42,8 +42,14 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_SECONDS = 30.0
 
 # client-go tools/events/event_broadcaster.go (v0.34.4).
-#: Events waiting to be written; more are dropped (``watch.NewBroadcaster(maxQueuedEvents, watch.DropIfChannelFull)``).
-MAX_QUEUED_EVENTS = 1000
+#: Events waiting to be written; more are dropped. client-go's broadcaster
+#: drops past 1000 in its channel (``watch.NewBroadcaster(maxQueuedEvents,
+#: watch.DropIfChannelFull)``), but that channel drains at once into a
+#: goroutine per event, which may wait on the API server without limit;
+#: Berth's writers are fewer than that, so its waiting line is longer: a
+#: burst of 10 000 bindings keeps all its Scheduled events (~2 KB each
+#: waiting: ~20 MB at the bound).
+MAX_QUEUED_EVENTS = 10000
 #: Tries per event while the API server cannot be reached (``maxTriesPerEvent``)...
 MAX_TRIES_PER_EVENT = 12
 #: ...apart by this, jittered by up to 25 % (``defaultSleepDuration``, ``wait.Jitter(.., 0.25)``).
@@ -52,12 +58,16 @@ RETRY_SLEEP_SECONDS = 10.0
 FINISH_SECONDS = 6 * 60.0
 #: Series still running have their count written this often (``refreshTime``).
 REFRESH_SECONDS = 30 * 60.0
-#: Events written at once. client-go starts a goroutine per event, so its
-#: queue only fills when the API server stalls; with 4 writers Berth's
-#: Scheduled events fell behind at ~400 pods/s and over a thousand of 5000
-#: were dropped (bench.kube TopologySpreading). 32 keep up with the loop
-#: while leaving most of the client's 100 connections to the Bindings.
-EVENT_WRITERS = 32
+#: Events written at once. client-go's broadcaster writes each event in a
+#: goroutine of its own (``recordToSink``), so its queue of 1000 only fills
+#: when the API server stalls, and the API server sees every Scheduled
+#: event beside its Binding. With 4 and then 32 writers Berth's events fell
+#: behind its Bindings (thousands of 10 000 dropped at ~700 pods/s,
+#: bench.kube SchedulingBasic with BENCH_KUBE_REQUESTS=1), so the API server
+#: did less for Berth than for kube-scheduler. 96 keeps pace; Bindings share
+#: the client's 100 connections with them first come, first served, as
+#: kube-scheduler's share its HTTP/2 connection.
+EVENT_WRITERS = 96
 #: Isomorphic-event keys remembered at most (upstream's cache is bounded only
 #: by ``finishTime``; at 2000 pods/s that would be 720 000 Scheduled events).
 MAX_CACHED_EVENTS = 20000
