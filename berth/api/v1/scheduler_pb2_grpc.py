@@ -171,8 +171,10 @@ class SchedulerServicer:
     def WatchDecisionBatches(self, request, context):
         """The same decisions, in the same order, several per message: each
         message carries every decision made since the previous one was sent
-        (at most 1000). One message per decision costs more than placing the
-        pod when thousands are submitted at once (`berth submit --wait`).
+        (at most 1000); a message waits up to 5 ms after its first decision
+        for more to join it, unless it is full. One message per decision costs
+        more than placing the pod when thousands are submitted at once
+        (`berth submit --wait`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

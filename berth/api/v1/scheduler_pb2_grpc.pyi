@@ -62,8 +62,10 @@ class SchedulerStub:
     WatchDecisionBatches: _grpc.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.DecisionBatch]
     """The same decisions, in the same order, several per message: each
     message carries every decision made since the previous one was sent
-    (at most 1000). One message per decision costs more than placing the
-    pod when thousands are submitted at once (`berth submit --wait`).
+    (at most 1000); a message waits up to 5 ms after its first decision
+    for more to join it, unless it is full. One message per decision costs
+    more than placing the pod when thousands are submitted at once
+    (`berth submit --wait`).
     """
     ListQueues: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]
     """Every configured batch queue, parents before children in configuration
@@ -119,8 +121,10 @@ class SchedulerAsyncStub(SchedulerStub):
     WatchDecisionBatches: _aio.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.DecisionBatch]  # type: ignore[assignment]
     """The same decisions, in the same order, several per message: each
     message carries every decision made since the previous one was sent
-    (at most 1000). One message per decision costs more than placing the
-    pod when thousands are submitted at once (`berth submit --wait`).
+    (at most 1000); a message waits up to 5 ms after its first decision
+    for more to join it, unless it is full. One message per decision costs
+    more than placing the pod when thousands are submitted at once
+    (`berth submit --wait`).
     """
     ListQueues: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListQueuesRequest, _scheduler_pb2.ListQueuesResponse]  # type: ignore[assignment]
     """Every configured batch queue, parents before children in configuration
@@ -227,8 +231,10 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_scheduler_pb2.DecisionBatch], _abc.AsyncIterator[_scheduler_pb2.DecisionBatch]]:
         """The same decisions, in the same order, several per message: each
         message carries every decision made since the previous one was sent
-        (at most 1000). One message per decision costs more than placing the
-        pod when thousands are submitted at once (`berth submit --wait`).
+        (at most 1000); a message waits up to 5 ms after its first decision
+        for more to join it, unless it is full. One message per decision costs
+        more than placing the pod when thousands are submitted at once
+        (`berth submit --wait`).
         """
 
     @_abc_1.abstractmethod
