@@ -474,7 +474,9 @@ class EmbeddedCluster(StorageObjects):
         self.pods[pod.key] = updated
         self.core.on_pod(updated, source=self)
 
-    async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
+    async def report_unschedulable(self, pod: model.Pod, message: str, nominated: str | None = None) -> None:
+        if nominated is not None:
+            await self.nominate(pod, nominated)
         _remember(self.events, (pod.key, "FailedScheduling", message))
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:

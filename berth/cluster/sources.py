@@ -58,8 +58,11 @@ class Source(Protocol):
     async def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` (empty clears it)."""
 
-    async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
-        """FailedScheduling: the pod stays pending, with kube-scheduler's message."""
+    async def report_unschedulable(self, pod: model.Pod, message: str, nominated: str | None = None) -> None:
+        """FailedScheduling: the pod stays pending, with kube-scheduler's
+        message; with ``nominated``, its ``status.nominatedNodeName`` too, in
+        the same status write (kube-scheduler's ``updatePod`` patches the
+        PodScheduled condition and the nomination together)."""
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         """Scheduled: the pod was bound to ``node``."""

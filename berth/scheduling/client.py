@@ -115,10 +115,10 @@ class SourceClient:
 
     # ------------------------------------------------------------ reports
 
-    def report_unschedulable(self, pod: model.Pod, message: str) -> None:
+    def report_unschedulable(self, pod: model.Pod, message: str, nominated: str | None = None) -> None:
         source = self._pods.source_of(pod.metadata.uid)
         if source is not None:
-            self.spawn(source.report_unschedulable(pod, message), f"report {pod.key}")
+            self.spawn(source.report_unschedulable(pod, message, nominated), f"report {pod.key}")
 
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         source = self._pods.source_of(pod.metadata.uid)

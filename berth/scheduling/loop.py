@@ -614,10 +614,11 @@ class Scheduler:
         message = str(err)
         if nominated:
             self.queue.nominator.add(pod, nominated)
-            self.core.client.nominate(pod.pod, nominated)
             self.emit(Kind.NOMINATED, pod.pod, node=nominated, message=message, attempts=qpi.attempts)
         reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values())
-        self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started)
+        # The nomination is written with the PodScheduled condition, in one
+        # status patch (handleSchedulingFailure's updatePod).
+        self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started, nominated=nominated or None)
 
     def _requeue(self, fwk: Framework, qpi: fw.QueuedPodInfo, cycle: int, st: fw.Status, started: float) -> None:
         """A failure after assume: the pod returns to the queue with backoff."""
@@ -641,9 +642,10 @@ class Scheduler:
         error: bool = False,
         reasons: list[fw.Status] | None = None,
         started: float,
+        nominated: str | None = None,
     ) -> None:
         self.queue.add_unschedulable(qpi, cycle, error=error)
-        self._record_failure(fwk, qpi, message, reasons or [], started, error=error)
+        self._record_failure(fwk, qpi, message, reasons or [], started, error=error, nominated=nominated)
 
     def _record_failure(
         self,
@@ -654,6 +656,7 @@ class Scheduler:
         started: float,
         *,
         error: bool = False,
+        nominated: str | None = None,
     ) -> None:
         pod = qpi.info
         result = "error" if error else "unschedulable"
@@ -661,7 +664,7 @@ class Scheduler:
         self._last_message[pod.uid] = message
         kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
         self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
-        self.core.client.report_unschedulable(pod.pod, message)
+        self.core.client.report_unschedulable(pod.pod, message, nominated)
 
     async def _binding_cycle(
         self,

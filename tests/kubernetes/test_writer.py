@@ -453,3 +453,38 @@ async def test_a_binding_waits_for_the_unschedulable_report_of_an_earlier_attemp
         await writes.close()
     assert [w[0] for w in fake.writes] == ["status", "bind"]
     assert fake.pods[("default", "p")]["nodeName"] == "node-a"
+
+
+@pytest.mark.parametrize(
+    ("reports", "patches"),
+    [
+        # A preemptor: the condition and its nomination in one patch (updatePod).
+        ([(NODES, "node-a")], [{"conditions": NODES, "nominatedNodeName": "node-a"}]),
+        # The same reason again with another nomination: only the nomination.
+        (
+            [(NODES, "node-a"), (NODES, "node-b")],
+            [{"conditions": NODES, "nominatedNodeName": "node-a"}, {"nominatedNodeName": "node-b"}],
+        ),
+        # No nomination: the condition alone; "" clears the nomination (null in the patch).
+        ([(QUOTA, None), (QUOTA, "")], [{"conditions": QUOTA}, {"nominatedNodeName": None}]),
+        # Nothing new: no patch.
+        ([(QUOTA, None), (QUOTA, None)], [{"conditions": QUOTA}]),
+    ],
+)
+async def test_a_nomination_is_written_with_the_podscheduled_condition_in_one_patch(
+    reports: list[tuple[str, str | None]], patches: list[dict[str, Any]]
+) -> None:
+    fake = FakeApiServer()
+    fake.add_pod("default", "p", "uid-p")
+    async with plugged(fake) as api:
+        writes = PodWrites(api, identity="t", scheduler_name="berth")
+        for message, nominated in reports:
+            await writes.report_unschedulable(POD, message, nominated)
+        await writes.events.flush()
+        await writes.close()
+    got = [
+        {k: (v[0]["message"] if k == "conditions" else v) for k, v in w[2].items()}
+        for w in fake.writes
+        if w[0] == "status"
+    ]
+    assert got == patches

@@ -98,12 +98,12 @@ class KubernetesSource:
         else:
             self.writes.report_scheduled(PodRef.of(pod), node)
 
-    async def report_unschedulable(self, pod: model.Pod, message: str) -> None:
+    async def report_unschedulable(self, pod: model.Pod, message: str, nominated: str | None = None) -> None:
         remote = self._remote()
         if remote is not None:
-            await remote.report_unschedulable(PodRef.of(pod), message)
+            await remote.report_unschedulable(PodRef.of(pod), message, nominated)
         else:
-            await self.writes.report_unschedulable(PodRef.of(pod), message)
+            await self.writes.report_unschedulable(PodRef.of(pod), message, nominated)
 
     async def evict(self, pod: model.Pod, reason: str) -> None:
         remote = self._remote()

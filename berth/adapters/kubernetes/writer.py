@@ -99,6 +99,7 @@ class Scheduled(msgspec.Struct, array_like=True, tag=2):
 class Unschedulable(msgspec.Struct, array_like=True, tag=3):
     pod: PodRef
     message: str
+    nominated: str | None = None  # also status.nominatedNodeName, in the same patch
 
 
 class Evict(msgspec.Struct, array_like=True, tag=5):
@@ -221,7 +222,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
                 elif isinstance(msg, Scheduled):
                     writes.report_scheduled(msg.pod, msg.node)
                 elif isinstance(msg, Unschedulable):
-                    spawn(writes.report_unschedulable(msg.pod, msg.message))
+                    spawn(writes.report_unschedulable(msg.pod, msg.message, msg.nominated))
                 elif isinstance(msg, Evict):
                     spawn(_logged(writes.evict(msg.pod, msg.reason, msg.scheduler_name), f"evicting {msg.pod.key}"))
                 elif isinstance(msg, Nominate):
@@ -439,8 +440,8 @@ class WriterProcess:
     async def report_scheduled(self, pod: PodRef, node: str) -> None:
         await self._send(Scheduled(pod, node))
 
-    async def report_unschedulable(self, pod: PodRef, message: str) -> None:
-        await self._send(Unschedulable(pod, message))
+    async def report_unschedulable(self, pod: PodRef, message: str, nominated: str | None = None) -> None:
+        await self._send(Unschedulable(pod, message, nominated))
 
     async def evict(self, pod: PodRef, reason: str, scheduler_name: str) -> None:
         await self._send(Evict(pod, reason, scheduler_name))

@@ -430,8 +430,10 @@ class PodWrites:
     def report_scheduled(self, pod: PodRef, node: str) -> None:
         self.events.record(pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}")
 
-    async def report_unschedulable(self, pod: PodRef, message: str) -> None:
-        """``PodScheduled=False`` with the message (when it changed) and a
+    async def report_unschedulable(self, pod: PodRef, message: str, nominated: str | None = None) -> None:
+        """``PodScheduled=False`` with the message (when it changed) and,
+        with ``nominated``, ``nominatedNodeName`` ("" clears it) in the same
+        status patch (``updatePod``: one patch for both), and a
         ``FailedScheduling`` event; reports of one pod are written in order."""
         before = self._reporting.get(pod.uid)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -439,27 +441,33 @@ class PodWrites:
         try:
             if before is not None:
                 await asyncio.shield(before)
-            await self._report(pod, message)
+            await self._report(pod, message, nominated)
         finally:
             done.set_result(None)
             if self._reporting.get(pod.uid) is done:
                 del self._reporting[pod.uid]
 
-    async def _report(self, pod: PodRef, message: str) -> None:
+    async def _report(self, pod: PodRef, message: str, nominated: str | None) -> None:
+        status: dict[str, Any] = {}
         if self._condition.get(pod.uid) != message:
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastProbeTime": None,
-                "lastTransitionTime": _now(),
-            }
-            if await self.patch_status(pod, {"conditions": [condition]}, "updating PodScheduled of"):
-                self._condition[pod.uid] = message
-                self._condition.move_to_end(pod.uid)
-                if len(self._condition) > MAX_CONDITIONS:
-                    self._condition.popitem(last=False)
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": _now(),
+                }
+            ]
+        if nominated is not None:
+            status["nominatedNodeName"] = nominated or None
+        written = bool(status) and await self.patch_status(pod, status, "updating PodScheduled of")
+        if written and "conditions" in status:
+            self._condition[pod.uid] = message
+            self._condition.move_to_end(pod.uid)
+            if len(self._condition) > MAX_CONDITIONS:
+                self._condition.popitem(last=False)
         self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
     async def patch_status(self, pod: PodRef, status: dict[str, Any], what: str) -> bool:
