@@ -555,18 +555,9 @@ class Framework:
         finally:
             state.write(fw.SCORE_SCRATCH, None)
         # The total is a new array (never one of by_plugin's), summed in plugin order.
-        if not weighted_all:
-            total = np.zeros(len(rows), dtype=np.int64)
-        elif len(weighted_all) == 1:
-            total = weighted_all[0].copy()
-        else:
-            total = weighted_all[0] + weighted_all[1]
-            for w in weighted_all[2:]:
-                total += w
-        if total.shape != (len(rows),):  # a plugin's scalar or 1-long answer: broadcast as before
-            total = np.zeros(len(rows), dtype=np.int64)
-            for w in weighted_all:
-                total += w
+        total = np.zeros(len(rows), dtype=np.int64)
+        for w in weighted_all:
+            total += w
         return ScoreOutcome(rows, total, by_plugin)
 
     @property
