@@ -88,13 +88,19 @@ def _targets() -> list[tuple[str, str, str]]:
         ("TopologySpreading", 3),
         ("SchedulingPodAntiAffinity", 3),
         ("PreemptionBasic", 1),
+        ("PreemptionAsync", 1),
         ("Unschedulable", None),
         ("SchedulingWithMixedChurn", None),
     ):
         v = get("kube-side-by-side", "shapes", shape, "ratio")
         ok = None if v is None or target is None else v >= target
-        row(f"API server {shape} Berth/kube-sched" + (f" >= {target:g}" if target else ""), v, "{:.2f}", ok)
-        if shape == "PreemptionBasic":  # both schedulers bind in one burst: the whole run says more
+        # PreemptionBasic binds in one burst after every pod was tried: its
+        # ratio is over the first attempt to the last bind (bench.kube.throughput).
+        window = " (first attempt to last bind)" if shape == "PreemptionBasic" else ""
+        row(f"API server {shape}{window} Berth/kube-sched" + (f" >= {target:g}" if target else ""), v, "{:.2f}", ok)
+        if shape == "PreemptionBasic":
+            v = get("kube-side-by-side", "shapes", shape, "interior_ratio")
+            row(f"  {shape} burst (interior seconds of the binds)", v, "{:.2f}", None)
             v = get("kube-side-by-side", "shapes", shape, "end_to_end_ratio")
             row(f"  {shape} end to end (start to last bind)", v, "{:.2f}", None)
     v = get("kube-side-by-side", "shapes", "SchedulingBasic", "cpu_ratio")
