@@ -8,8 +8,8 @@ The end-to-end bed (tests/e2e/controlplane: etcd and kube-apiserver v1.34.4
 built from their Go modules) gets the nodes and pods of kube-scheduler's own
 scheduler_perf shapes (``test/integration/scheduler_perf/*/performance-config.yaml``
 at v1.34.4, templates ported in bench/workloads.py): SchedulingBasic,
-TopologySpreading, SchedulingPodAntiAffinity, PreemptionBasic, Unschedulable
-and SchedulingWithMixedChurn.
+TopologySpreading, SchedulingPodAntiAffinity, PreemptionBasic, PreemptionAsync,
+Unschedulable and SchedulingWithMixedChurn.
 
 Each shape's ``initPods`` are created already bound (``spec.nodeName``), as
 scheduler_perf's first createPods step leaves them. Then, alternating Berth,
@@ -28,7 +28,9 @@ metav1.Time too, and watch events carry no server time at all, only a
 resourceVersion), so the rate is taken over the whole seconds strictly
 inside the run: pods bound in seconds first+1 .. last-1 divided by
 (last - first - 1) s. That window is exact, not an estimate, and it leaves
-out the scheduler's start-up (informer sync) and the tail second.
+out the scheduler's start-up (informer sync) and the tail second. Beside it,
+the collection window runs from the first attempt to the last bind
+(:func:`throughput`); PreemptionBasic's ratio is taken on that one.
 
 CPU: the bench samples utime+stime of the scheduler process (and any child
 processes) from /proc/<pid>/stat every 0.25 s with its wall-clock time; CPU
