@@ -94,7 +94,7 @@ class Shape:
     init_ns: str = "init"
     churn: str | None = None  # "create" (Unschedulable, PreemptionAsync) or "recreate" (SchedulingWithMixedChurn)
     churn_template: str = "high-priority-large-cpu"  # the pod ``create`` makes every 200 ms
-    reinit: bool = False  # init pods are recreated before every run (preemption deletes them)
+    reinit: bool = False  # missing init pods are created again before every run (preemption deletes some)
     target: float | None = None  # Berth/kube-scheduler pods/s
     # Which pods/s the ratio compares: "interior" (the whole seconds strictly
     # inside the binds) or "collection" (first attempt to last bind, what
@@ -723,6 +723,13 @@ def _fmt(s: dict[str, float] | None, f: str = "{:.0f}") -> str:
     return f"{f.format(s['median'])} ({f.format(s['min'])}-{f.format(s['max'])})"
 
 
+def _headline_keys(headline: str) -> tuple[str, str]:
+    """The pods/s and CPU figures a shape's ratio compares (:attr:`Shape.headline`)."""
+    if headline == "collection":
+        return "collection_pods_per_second", "cpu_s_per_1000_collection"
+    return "pods_per_second", "cpu_s_per_1000"
+
+
 def _r(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -739,11 +746,7 @@ def report(result: dict[str, Any]) -> list[str]:
     for name, sh in result["shapes"].items():
         b, k = sh["berth"], sh["kube-scheduler"]
         collection = sh.get("headline") == "collection"
-        rate, cpu = (
-            ("collection_pods_per_second", "cpu_s_per_1000_collection")
-            if collection
-            else ("pods_per_second", "cpu_s_per_1000")
-        )
+        rate, cpu = _headline_keys(sh.get("headline", "interior"))
         ratio, cpu_ratio = sh.get("ratio"), sh.get("cpu_ratio")
         pairs = sh.get("pair_ratios") or []
         pr = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
@@ -880,11 +883,7 @@ def summarize(shape: Shape, nodes: int, n: int, runs: dict[str, list[dict[str, A
     for which, rs in runs.items():
         sh[which] = {key: _summary(rs, key) for key in keys} | {"runs": rs}
     b, k = sh["berth"], sh["kube-scheduler"]
-    rate, cpu = (
-        ("collection_pods_per_second", "cpu_s_per_1000_collection")
-        if shape.headline == "collection"
-        else ("pods_per_second", "cpu_s_per_1000")
-    )
+    rate, cpu = _headline_keys(shape.headline)
     for name, key in (
         ("ratio", rate),
         ("cpu_ratio", cpu),
