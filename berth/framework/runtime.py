@@ -461,7 +461,7 @@ class Framework:
                 keep = np.ones(len(live), dtype=bool)
                 checked = last(rows[live].tolist())
                 for k, (pos, st) in enumerate(zip(live.tolist(), checked, strict=True)):
-                    if not st.ok:
+                    if st is not fw.SUCCESS and not st.ok:
                         keep[k] = False
                         ok[pos] = False
                         reason[pos] = len(statuses)
