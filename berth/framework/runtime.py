@@ -336,7 +336,7 @@ class Framework:
         *,
         all_reasons: bool = False,
         want: int | None = None,
-        last: Callable[[list[int]], list[fw.Status]] | None = None,
+        last: Callable[[IntArray], dict[int, fw.Status]] | None = None,
     ) -> FilterOutcome:
         """Filter ``rows`` (RunFilterPlugins per node, in ``rows``' order).
 
@@ -344,7 +344,8 @@ class Framework:
         by node (:func:`filters_per_node`), and the plugins after it, see only
         the rows every plugin before them passed, a batch at a time, until
         ``want`` rows have passed every plugin and ``last`` (a final check of
-        the rows that passed, a batch at a time: the nominated pods'); the
+        the rows that passed, a batch at a time: the nominated pods', which
+        answers with the failures only, by position in the batch); the
         rest are not looked at. That is
         ``findNodesThatPassFilters`` (schedule_one.go v1.34), which cancels its
         parallel per-node Filter once ``feasibleNodesLen >= numNodesToFind``.
@@ -402,7 +403,7 @@ class Framework:
         reason: npt.NDArray[np.int32],
         statuses: list[fw.Status],
         want: int | None,
-        last: Callable[[list[int]], list[fw.Status]] | None,
+        last: Callable[[IntArray], dict[int, fw.Status]] | None,
     ) -> int:
         """:meth:`run_filter`'s per-node part: ``plugins`` judge the rows
         still feasible in ``ok``, in order, updating ``ok``/``reason``/``statuses``,
@@ -458,15 +459,16 @@ class Framework:
                 reason[hit] = base + (0 if why is None else why[~passed])
                 live = live[passed]
             if last is not None and live.size:
-                keep = np.ones(len(live), dtype=bool)
-                checked = last(rows[live].tolist())
-                for k, (pos, st) in enumerate(zip(live.tolist(), checked, strict=True)):
-                    if st is not fw.SUCCESS and not st.ok:
+                failed = last(rows[live])  # by position in live; usually none
+                if failed:
+                    keep = np.ones(len(live), dtype=bool)
+                    for k, st in sorted(failed.items()):
+                        pos = int(live[k])
                         keep[k] = False
                         ok[pos] = False
                         reason[pos] = len(statuses)
                         statuses.append(st)
-                live = live[keep]
+                    live = live[keep]
             found += len(live)
             if found >= target:
                 processed = int(batch[-1]) + 1

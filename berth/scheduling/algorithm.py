@@ -272,7 +272,7 @@ def find_nodes_that_fit(
 
 def _nominated_pods_check(
     fwk: Framework, state: fw.CycleState, pod: PodInfo, nodes: NodeTable
-) -> Callable[[list[int]], list[fw.Status]] | None:
+) -> Callable[[IntArray], dict[int, fw.Status]] | None:
     """The last Filter check of the rows that passed every plugin: would
     ``pod`` still fit once the pods nominated there (after preemption)
     arrive (``RunFilterPluginsWithNominatedPods``)? None when no pod is
@@ -280,7 +280,7 @@ def _nominated_pods_check(
     if not fwk.handle.nominator:
         return None
 
-    def check(rows: list[int]) -> list[fw.Status]:
+    def check(rows: IntArray) -> dict[int, fw.Status]:
         return preemption.fits_with_nominated_rows(fwk, state, pod, nodes, rows)
 
     return check

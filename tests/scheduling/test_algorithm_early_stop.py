@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from berth.cache.infos import PodInfo
@@ -218,9 +219,9 @@ def test_the_last_check_runs_only_on_rows_that_passed_and_counts_towards_want(
     checked: list[int] = []
     no = fw.Status(U, ("nominated pods would not fit",))
 
-    def last(batch: list[int]) -> list[fw.Status]:
-        checked.extend(batch)
-        return [no if rejects(_index(c.snapshot.name(row))) else fw.SUCCESS for row in batch]
+    def last(batch: npt.NDArray[np.int64]) -> dict[int, fw.Status]:
+        checked.extend(batch.tolist())
+        return {k: no for k, row in enumerate(batch.tolist()) if rejects(_index(c.snapshot.name(row)))}
 
     rows = c.snapshot.order()
     # The reference: everything filtered, then the last check over the feasible rows.
