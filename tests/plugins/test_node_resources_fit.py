@@ -507,8 +507,8 @@ def test_filter_without_prefilter_is_an_error() -> None:
     assert st.code == fw.Code.ERROR and STATE_KEY.name in st.message()
 
 
-def test_nodes_failing_differently_get_their_own_reasons_in_one_call() -> None:
-    # Berth: one vectorised Filter call groups rows by failure set (fitsRequest per node in Go).
+def _failing_differently() -> tuple[list[model.Node], list[model.Pod], model.Pod]:
+    """Five nodes an incoming pod fails in different ways (or fits), the pods on them, the pod."""
     nodes = [
         make_node("roomy", cpu="4", memory="4Gi", pods=10, allocatable={EXT_A: 4}),
         make_node("tight-cpu", cpu="1", memory="4Gi", pods=10, allocatable={EXT_A: 4}),
@@ -520,7 +520,12 @@ def test_nodes_failing_differently_get_their_own_reasons_in_one_call() -> None:
         pod({"cpu": "500m"}, name="a", node="full"),
         pod({"cpu": "1", EXT_A: 3}, name="b", node="busy"),
     ]
-    incoming = pod({"cpu": "2", "memory": "2Gi", EXT_A: 2})
+    return nodes, placed, pod({"cpu": "2", "memory": "2Gi", EXT_A: 2})
+
+
+def test_nodes_failing_differently_get_their_own_reasons_in_one_call() -> None:
+    # Berth: one vectorised Filter call groups rows by failure set (fitsRequest per node in Go).
+    nodes, placed, incoming = _failing_differently()
     assert statuses_of(NodeResourcesFit(None), incoming, nodes, placed) == {
         "roomy": None,
         "tight-cpu": (UU, ("Insufficient cpu",)),
@@ -528,6 +533,25 @@ def test_nodes_failing_differently_get_their_own_reasons_in_one_call() -> None:
         "tight-cpu-2": (UU, ("Insufficient cpu",)),
         "busy": (U, (f"Insufficient {EXT_A}",)),
     }
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [4, 2, 0], [3, 3, 1], [1], [2, 4, 1, 3, 0]])
+def test_rows_in_any_order_or_subset_get_the_reasons_they_get_one_by_one(order: list[int]) -> None:
+    # Only the full rows' reasons are worked out: a subset, in any order and
+    # with repeats, answers row for row as each row asked alone.
+    nodes, placed, incoming = _failing_differently()
+    t = table(nodes, placed)
+    plugin, state, pi = NodeResourcesFit(None), fw.CycleState(), PodInfo.of(incoming)
+    assert plugin.pre_filter(state, pi, t).status.ok
+    alive = t.alive_rows()
+
+    def verdict(v: fw.NodeVerdicts, k: int) -> Verdict:
+        st = v.status_at(k)
+        return None if st.ok else (st.code, st.reasons)
+
+    alone = [verdict(plugin.filter(state, pi, t, alive[[i]]), 0) for i in range(len(nodes))]
+    together = plugin.filter(state, pi, t, alive[order])
+    assert [verdict(together, k) for k in range(len(order))] == [alone[i] for i in order]
 
 
 def test_prefilter_writes_the_request_vector_in_column_order() -> None:

@@ -149,35 +149,39 @@ class NodeResourcesFit:
             full |= cols_at[0][:, c] - cols_at[1][:, c] < amount
         # Rarely any row is full at all: a scan of the contiguous column
         # says so before the (costlier) gather of the candidate rows.
-        if not full.any() or not full[rows].any():
+        if not full.any():
             return fw.NodeVerdicts.all_ok(n)
-        too_many = (nodes.req[:size, pods] >= nodes.alloc[:size, pods])[rows]
+        bad: BoolArray = full[rows]
+        if not bad.any():
+            return fw.NodeVerdicts.all_ok(n)
+        # Some rows are full: the reasons are worked out for those rows only
+        # (``full`` is exactly "too many pods or short of some resource").
+        # Once nodes fill up (PreemptionAsync: 4 low-priority pods a node)
+        # some rows are full for every pod, and gathering every candidate
+        # row's columns to name them was most of this plugin's time.
+        at = np.flatnonzero(bad)
+        sub = rows[at]
+        too_many = nodes.req[sub, pods] >= nodes.alloc[sub, pods]
         labels = [_TOO_MANY_PODS]
         if s.names:
             cols = np.asarray([index[name] for name in s.names], dtype=np.int64)
             need = np.asarray(s.amounts, dtype=np.int64)
-            alloc_all = nodes.alloc[:size, cols]
-            short = (need > alloc_all - nodes.req[:size, cols])[rows]
-            bad: BoolArray = too_many | short.any(axis=1)
-            if not bad.any():
-                return fw.NodeVerdicts.all_ok(n)
-            unresolvable: BoolArray = np.asarray((short & (need > alloc_all[rows])).any(axis=1), dtype=bool)
+            alloc_sub = nodes.alloc[np.ix_(sub, cols)]
+            short = need > alloc_sub - nodes.req[np.ix_(sub, cols)]
+            unresolvable: BoolArray = np.asarray((short & (need > alloc_sub)).any(axis=1), dtype=bool)
             failed = np.column_stack([too_many, short])
             labels.extend(f"Insufficient {name}" for name in s.names)
         else:
-            bad = too_many
-            if not bad.any():
-                return fw.NodeVerdicts.all_ok(n)
-            unresolvable = np.zeros(n, dtype=bool)
+            unresolvable = np.zeros(len(at), dtype=bool)
             failed = too_many[:, None]
-        masks, inverse = _distinct_rows(np.column_stack([failed[bad], unresolvable[bad]]))
+        masks, inverse = _distinct_rows(np.column_stack([failed, unresolvable]))
         statuses = []
         for mask in masks:
             reasons = tuple(label for label, hit in zip(labels, mask[:-1], strict=True) if hit)
             code = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE if mask[-1] else fw.Code.UNSCHEDULABLE
             statuses.append(fw.Status(code, reasons, self.NAME))
         reason = np.zeros(n, dtype=np.int32)
-        reason[bad] = inverse
+        reason[at] = inverse
         return fw.NodeVerdicts(~bad, statuses, reason)
 
     # ------------------------------------------------------------ scoring
