@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.extender")
     sub = p.add_subparsers(dest="cmd", required=True)
     # cache: 2000 pairs a run, so that a run's p99 is its 20 slowest pairs,
-    # not its 5 slowest (500 pairs gave 1.21-2.02 ms over seven invocations
+    # not its 5 slowest (500 pairs gave 1.21-2.02 ms over eight invocations
     # of the same code on 2026-11-23; one stray hiccup moved it by 0.5 ms).
     for name, iters in (("cache", 2000), ("full", 15)):
         s = sub.add_parser(name)
