@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from berth import config, reload
+from berth import config, features, reload
 from berth.adapters.grpc import security as grpc_security
 from berth.adapters.grpc.server import GrpcServer
 from berth.adapters.http import server as http_server
@@ -99,11 +99,14 @@ def build(
     rng: random.Random | None = None,
     run_loop: bool | None = None,
     metrics: Metrics | None = None,
+    feats: features.Features | None = None,
 ) -> Berth:
     """Assemble a Berth. ``run_loop`` defaults to ``cfg.runSchedulingLoop``;
     ``clock`` drives backoffs, assumed-pod expiry and the queue (tests pass
-    the event loop's, virtual, clock)."""
+    the event loop's, virtual, clock); ``feats`` (default: the
+    configuration's release and gates) is what the cluster's release gives."""
     cfg = cfg or config.parse({})
+    feats = feats or cfg.features()
     metrics = metrics or Metrics()
     cache = Cache(assumed_ttl=cfg.assumed_pod_ttl_seconds, clock=clock)
     pods, groups, pdbs = PodStore(), PodGroupStore(), PodDisruptionBudgetStore()
@@ -133,8 +136,9 @@ def build(
             recorder=decisions,
             metrics=metrics,
             clock=clock,
+            features=feats,
         )
-        frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof), handle)
+        frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof, feats), handle)
     core = Core(
         cfg,
         cache=cache,
@@ -196,18 +200,34 @@ async def serve(
     log.info("effective configuration:\n%s", config.to_yaml(cfg))
     registry.log_available()
     kube = kubeconfig is not None or in_cluster
-    # In Kubernetes mode the leader starts the loop (KubernetesRunner).
-    berth = build(cfg, run_loop=False if kube else None)
-    core = berth.core
     # Who may mutate over gRPC, and its certificate/token files: checked
     # before any port is bound (one ConfigError line otherwise).
     grpc_security.validate(cfg.grpc)
-    runner_k8s = None
+    api = None
+    feats = None
     if kube:
-        from berth.adapters.kubernetes.runner import KubernetesRunner, load_api_client
+        from berth.adapters.kubernetes import discovery
+        from berth.adapters.kubernetes.runner import load_api_client
 
         # A missing or broken kubeconfig is a ConfigError here, before any port is bound.
         api = await load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
+        # The cluster's release decides which kube-scheduler Berth follows.
+        version = await discovery.cluster_version(api)
+        if version is not None and cfg.kubernetes_version is not None and str(version) != cfg.kubernetes_version:
+            log.warning(
+                "kubernetesVersion %s ignored: the API server's release (%s) wins", cfg.kubernetes_version, version
+            )
+        feats = cfg.features(version)
+    else:
+        feats = cfg.features()
+    log.info("following kube-scheduler %s; feature gates on: %s", feats.version, ", ".join(feats.enabled()))
+    # In Kubernetes mode the leader starts the loop (KubernetesRunner).
+    berth = build(cfg, run_loop=False if kube else None, feats=feats)
+    core = berth.core
+    runner_k8s = None
+    if api is not None:
+        from berth.adapters.kubernetes.runner import KubernetesRunner
+
         runner_k8s = KubernetesRunner(core, api)
     else:
         if cluster_file is not None:

@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from berth import features
 from berth.errors import InvalidArgument
 from berth.framework import registry
 from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, PluginRef, Plugins, PluginSet, Profile
@@ -181,9 +182,31 @@ class BerthConfiguration(_Cfg):
     #: fair share and reclaim. Empty: Berth schedules as without queues.
     #: The only part of the file a running Berth re-reads (on change, SIGHUP).
     queues: list[QueueSpec] = []
+    #: The Kubernetes release whose scheduler Berth follows (``1.35``,
+    #: ``1.36``, ``1.37``) where no API server says it: embedded and gRPC-fed
+    #: modes. None: the newest. In Kubernetes mode the API server's version
+    #: wins and a different value here is logged as ignored.
+    kubernetes_version: str | None = None
+    #: kube-scheduler's ``--feature-gates``: gate name -> on/off over the
+    #: release's defaults (berth/features).
+    feature_gates: dict[str, bool] = {}
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
+
+    def features(self, cluster_version: features.KubeVersion | None = None) -> features.Features:
+        """The gates Berth follows: ``cluster_version`` (the API server's)
+        or ``kubernetesVersion`` or the newest release, with ``featureGates``."""
+        version = cluster_version
+        if version is None and self.kubernetes_version is not None:
+            try:
+                version = features.parse_version(self.kubernetes_version)
+            except features.FeatureGateError as e:
+                raise ConfigError(f"kubernetesVersion: {e}") from None
+        try:
+            return features.Features.of(version or features.NEWEST, self.feature_gates)
+        except features.FeatureGateError as e:
+            raise ConfigError(f"featureGates: {e}") from None
 
 
 _PATH_RE = re.compile(r"\$((?:\.[A-Za-z0-9_]+|\[\d+\])*)")
@@ -296,17 +319,19 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{path}.percentageOfNodesToScore: must be between 0 and 100")
         if prof.randomize_top_n < 0:
             raise ConfigError(f"{path}.randomizeTopN: must not be negative")
+    feats = cfg.features()
+    for i, prof in enumerate(cfg.profiles):
         try:
-            registry.resolve_profile(prof)
+            registry.resolve_profile(prof, feats)
         except registry.RegistryError as e:
-            raise ConfigError(f"{path}.{e}") from None
+            raise ConfigError(f"profiles[{i}].{e}") from None
     if cfg.profile(cfg.extender.profile) is None:
         raise ConfigError(f"extender.profile: no profile named {cfg.extender.profile!r}")
     try:
         validate_queues(cfg.queues)
     except InvalidArgument as e:
         raise ConfigError(str(e)) from None
-    queue_sorts = {tuple(registry.resolve_profile(p).queue_sort) for p in cfg.profiles}
+    queue_sorts = {tuple(registry.resolve_profile(p, feats).queue_sort) for p in cfg.profiles}
     if len(queue_sorts) > 1:
         raise ConfigError("profiles: every profile must use the same queueSort plugin")
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Protocol
 
+from berth import features
 from berth.cache.cache import Cache
 from berth.cache.infos import PodInfo
 from berth.cluster import dra, model, storage
@@ -301,6 +302,9 @@ class Handle:
     recorder: DecisionRecorder
     metrics: Metrics
     clock: Callable[[], float]
+    #: The Kubernetes release and feature gates this Berth follows
+    #: (upstream's ``feature.Features``, handed to every plugin factory).
+    features: features.Features = dataclasses.field(default_factory=features.Features.newest)
     #: Selectors of Services and controllers; None: none are watched.
     workloads: WorkloadLister | None = None
     #: The batch queues; None: no queue restricts preemption.

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from berth import features
+
 if TYPE_CHECKING:
     from berth.framework.handle import Handle
     from berth.framework.profile import Profile
@@ -45,6 +47,7 @@ __all__ = [
     "ResolvedProfile",
     "available",
     "build",
+    "default_multi_point",
     "plugin_class",
     "resolve_profile",
 ]
@@ -75,16 +78,18 @@ IN_TREE: dict[str, str] = {
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
 }
 
-#: kube-scheduler v1.34 default_plugins.go (``getDefaultPlugins``; the volume
-#: plugins between NodeResourcesFit and PodTopologySpread, no weights), with
-#: DynamicResources before DefaultPreemption as ``applyDynamicResources`` puts
-#: it (DRA is on by default in v1.34: an idle claim is deallocated before any
-#: pod is evicted), plus Coscheduling. (name, weight).
+#: kube-scheduler v1.37.2 ``apis/config/v1/default_plugins.go``
+#: (``getDefaultPlugins``: the volume plugins between NodeResourcesFit and
+#: PodTopologySpread; NodeName before NodeUnschedulable since 1.37), with
+#: DynamicResources (weight 2, a Score since 1.35) before DefaultPreemption as
+#: ``applyDynamicResources`` puts it (an idle claim is deallocated before any
+#: pod is evicted), plus Berth's Coscheduling. (name, weight). The plugins
+#: that follow feature gates are added by :func:`default_multi_point`.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
@@ -95,13 +100,29 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    ("DynamicResources", None),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("Coscheduling", None),
     ("DefaultBinder", None),
 )
+
+
+def default_multi_point(feats: features.Features) -> tuple[tuple[str, int | None], ...]:
+    """The default multiPoint set of ``feats``' release (``applyFeatureGates``):
+    before 1.37 NodeUnschedulable ran before NodeName; NodeDeclaredFeatures is
+    appended when its gate is on, DynamicResources only when DRA is."""
+    out = list(DEFAULT_MULTI_POINT)
+    if feats.version < features.KubeVersion(1, 37):
+        i = out.index(("NodeName", None))
+        out[i], out[i + 1] = out[i + 1], out[i]
+    if not feats.dynamic_resource_allocation:
+        out.remove(("DynamicResources", 2))
+    if feats.node_declared_features and "NodeDeclaredFeatures" in IN_TREE:
+        out.append(("NodeDeclaredFeatures", None))
+    return tuple(out)
+
 
 #: Extension point (config key) -> the method that marks a plugin as extending it.
 EXTENSION_POINTS: dict[str, str] = {
@@ -246,15 +267,17 @@ def _check_weight(weight: int | None, path: str) -> None:
         raise RegistryError(f"{path}.weight: must be between 1 and {MAX_WEIGHT}, got {weight}")
 
 
-def resolve_profile(profile: Profile) -> ResolvedProfile:
-    """Expand a profile's plugin configuration; raises RegistryError."""
+def resolve_profile(profile: Profile, feats: features.Features | None = None) -> ResolvedProfile:
+    """Expand a profile's plugin configuration for the release and gates of
+    ``feats`` (default: the newest release); raises RegistryError."""
+    feats = feats or features.Features.newest()
     plugins = profile.plugins
     mp_user = plugins.multi_point
     multi: dict[str, int | None] = {}
     disabled_all = any(d.name == "*" for d in mp_user.disabled)
     mp_disabled = {d.name for d in mp_user.disabled}
     if not disabled_all:
-        for name, weight in DEFAULT_MULTI_POINT:
+        for name, weight in default_multi_point(feats):
             if name not in mp_disabled and name in IN_TREE:
                 multi[name] = weight
     for j, ref in enumerate(mp_user.enabled):

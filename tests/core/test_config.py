@@ -16,7 +16,8 @@ def test_defaults_make_one_berth_profile_with_kube_schedulers_plugins_and_weight
     assert [p.scheduler_name for p in cfg.profiles] == ["berth"]
     resolved = registry.resolve_profile(cfg.profiles[0])
     assert resolved.queue_sort == ["PrioritySort"]
-    assert resolved.points["filter"][:4] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"]
+    # v1.37.2 default_plugins.go: NodeName before NodeUnschedulable.
+    assert resolved.points["filter"][:4] == ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity"]
     assert resolved.weights["TaintToleration"] == 3
     assert resolved.weights["NodeAffinity"] == 2
     assert resolved.weights["NodeResourcesFit"] == 1

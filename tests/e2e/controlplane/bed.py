@@ -6,7 +6,7 @@ built from their Go modules at :data:`KUBERNETES_VERSION` into a per-machine
 cache. Certificates (a CA, the apiserver's serving certificate, client
 certificates, the service-account signing key) are made per run.
 
-Facts this relies on (checked against v1.34.4 here):
+Facts this relies on (checked against v1.34.4 and v1.37.2 here):
 
 - the apiserver needs an ``--advertise-address`` that is not loopback; with
   ``--endpoint-reconciler-type=none`` it never has to be reachable, so a
@@ -49,9 +49,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.certs import CA
 
-__all__ = ["KUBERNETES_VERSION", "ControlPlane", "Kube", "find_binaries", "free_port"]
+__all__ = ["KUBERNETES_VERSION", "SUPPORTED_VERSIONS", "ControlPlane", "Kube", "find_binaries", "free_port"]
 
-KUBERNETES_VERSION = "v1.34.4"
+#: The releases the bed can run (one wrapper module each under k8s/); the
+#: suite runs ``BERTH_K8S_VERSION``, by default the newest (``make
+#: test-matrix`` runs each).
+SUPPORTED_VERSIONS = ("v1.35.4", "v1.36.3", "v1.37.2")
+KUBERNETES_VERSION = os.environ.get("BERTH_K8S_VERSION") or SUPPORTED_VERSIONS[-1]
 BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "helm")
 #: The controllers the scenarios need (``kube-controller-manager --help``
 #: lists v1.34's names): PV/PVC binding, namespace deletion, garbage
@@ -78,7 +82,9 @@ def find_binaries() -> dict[str, Path]:
     bin_dir = cache_dir()
     missing = [n for n in BINARIES if not (bin_dir / n).is_file()]
     if missing:
-        raise LookupError(f"{', '.join(missing)} not built in {bin_dir}: run `make e2e-deps`")
+        raise LookupError(
+            f"{', '.join(missing)} not built in {bin_dir}: run `make e2e-deps K8S_VERSION={KUBERNETES_VERSION}`"
+        )
     return {n: bin_dir / n for n in BINARIES}
 
 
