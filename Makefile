@@ -114,7 +114,7 @@ lint: install
 protos: install
 	$(BIN)/python scripts/gen_protos.py
 
-# Regenerate the committed Kubernetes field schema berth/cluster/openapi/v1.34.json
+# Regenerate the committed Kubernetes field schema berth/cluster/openapi/v1.37.json
 # (strict manifests) from the e2e bed's kube-apiserver; needs e2e-deps, not run by `make test`.
 openapi: install e2e-deps
 	$(BIN)/python scripts/gen_openapi.py

@@ -1,4 +1,5 @@
-"""Generate ``berth/cluster/openapi/v1.34.json``: the known fields of every
+"""Generate ``berth/cluster/openapi/v1.MINOR.json`` (the bed's release, by
+default v1.37): the known fields of every
 kind a Berth manifest may hold, from a real kube-apiserver's OpenAPI v3.
 
 It starts the e2e bed's etcd + kube-apiserver (``tests/e2e/controlplane``,
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.controlplane import bed  # noqa: E402 - after the path is set
 
-DEFAULT_OUT = ROOT / "berth" / "cluster" / "openapi" / "v1.34.json"
+DEFAULT_OUT = ROOT / "berth" / "cluster" / "openapi" / (".".join(bed.KUBERNETES_VERSION.split(".")[:2]) + ".json")
 
 #: kind -> (group, version, OpenAPI v3 document of that group-version).
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -46,7 +47,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "ReplicationController": ("", "v1", "/openapi/v3/api/v1"),
     "ReplicaSet": ("apps", "v1", "/openapi/v3/apis/apps/v1"),
     "StatefulSet": ("apps", "v1", "/openapi/v3/apis/apps/v1"),
-    # Dynamic Resource Allocation (GA, served by default in v1.34).
+    # Dynamic Resource Allocation (GA, served by default since v1.34).
     "DeviceClass": ("resource.k8s.io", "v1", "/openapi/v3/apis/resource.k8s.io/v1"),
     "ResourceSlice": ("resource.k8s.io", "v1", "/openapi/v3/apis/resource.k8s.io/v1"),
     "ResourceClaim": ("resource.k8s.io", "v1", "/openapi/v3/apis/resource.k8s.io/v1"),

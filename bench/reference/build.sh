@@ -33,8 +33,8 @@ if ! command -v go >/dev/null; then
 fi
 
 # kube-scheduler's own benchmark: the scheduler_perf test packages of
-# k8s.io/kubernetes v1.34.4 (with the 31 staging modules replaced by their
-# published v0.34.4 twins, as the e2e bed's wrapper does), as test binaries.
+# k8s.io/kubernetes v1.37.2 (with the 33 staging modules replaced by their
+# published v0.37.2 twins, as the e2e bed's wrapper does), as test binaries.
 # They start an in-process kube-apiserver and need `etcd` on PATH.
 build_test() {  # name dir package
   local name="$1" dir="$2" pkg="$3"

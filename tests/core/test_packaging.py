@@ -35,7 +35,7 @@ def test_the_wheel_holds_one_top_level_package_with_the_stubs_and_no_tests(tmp_p
         "berth/api/v1/scheduler_pb2.py",
         "berth/api/v1/scheduler_pb2.pyi",
         "berth/api/v1/py.typed",
-        "berth/cluster/openapi/v1.34.json",
+        "berth/cluster/openapi/v1.37.json",
         "berth/framework/__init__.py",
         "berth/testing/__init__.py",
         "berth/py.typed",

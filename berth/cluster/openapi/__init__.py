@@ -1,7 +1,7 @@
 """The fields Kubernetes knows, for strict manifests: which keys each object
 of a supported kind may hold, and the shape of each value.
 
-``v1.34.json`` beside this file is generated once from a real kube-apiserver
+``v1.37.json`` beside this file (Kubernetes 1.37, the newest release Berth follows) is generated once from a real kube-apiserver
 (``make openapi``, ``scripts/gen_openapi.py``) and committed; nothing here is
 a hand-kept list. It maps each kind (``Pod``, ``PodList``, ...) to its type,
 and each type to its fields, whose *shape* is one of::
@@ -35,7 +35,7 @@ from typing import Any, Literal
 __all__ = ["SCHEMA_FILE", "DecodedMapping", "Problem", "Schema", "check", "schema"]
 
 #: The committed schema, for the pinned Kubernetes version of the e2e bed.
-SCHEMA_FILE = "v1.34.json"
+SCHEMA_FILE = "v1.37.json"
 
 
 class DecodedMapping(dict[Any, Any]):
