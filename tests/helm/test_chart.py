@@ -613,15 +613,48 @@ def test_kube_scheduler_profile_calls_the_berth_service(render: Render, scenario
         assert "tlsConfig" not in ext and "berth-tls" not in volumes
 
 
-def test_kube_scheduler_image_matches_the_pinned_kubernetes(render: Render, kube_version: str) -> None:
+def test_kube_scheduler_image_follows_the_clusters_release(render: Render, kube_version: str) -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     r = render({"role": "extender"})
     [c] = pod_spec(r.one("Deployment", KS_NAME))["containers"]
     assert c["image"] == f"registry.k8s.io/kube-scheduler:{kube_version}"
     assert chart["annotations"]["berth.dev/tested-kubernetes-version"] == kube_version
-    custom = render({"role": "extender", "kubeScheduler": {"image": {"repository": "mirror/ks", "tag": "v1.33.5"}}})
+    custom = render({"role": "extender", "kubeScheduler": {"image": {"repository": "mirror/ks", "tag": "v1.36.1"}}})
     [c] = pod_spec(custom.one("Deployment", KS_NAME))["containers"]
-    assert c["image"] == "mirror/ks:v1.33.5"
+    assert c["image"] == "mirror/ks:v1.36.1"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "tag"),
+    [("v1.35.4", "v1.35.4"), ("v1.36.3", "v1.36.3"), ("v1.37.2-eks-1a2b3c", "v1.37.2"), ("v1.37.0+k3s1", "v1.37.0")],
+)
+def test_kube_scheduler_tag_is_the_clusters_release_without_a_vendor_suffix(
+    helm: Path, tmp_path: Path, cluster: str, tag: str
+) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"role": "extender"}))
+    proc = run_helm(
+        helm,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        cluster,
+        "--values",
+        str(values),
+    )
+    assert proc.returncode == 0, proc.stderr
+    images = re.findall(r"image: \"?(registry\.k8s\.io/kube-scheduler:[^\"\s]+)", proc.stdout)
+    assert images == [f"registry.k8s.io/kube-scheduler:{tag}"]
+
+
+@pytest.mark.parametrize("cluster", ["v1.34.4", "v1.29.0"])
+def test_chart_refuses_clusters_older_than_the_oldest_supported_release(helm: Path, cluster: str) -> None:
+    proc = run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", cluster)
+    assert proc.returncode != 0
+    assert "is incompatible with Kubernetes" in proc.stderr
 
 
 # ---------------------------------------------------------------- TLS, cert-manager, ServiceMonitor

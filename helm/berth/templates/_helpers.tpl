@@ -80,6 +80,12 @@ app.kubernetes.io/component: kube-scheduler
 {{- include "berth.imageRef" (dict "image" .Values.image "default" .Chart.AppVersion) }}
 {{- end }}
 
+{{/* The extender role's kube-scheduler tag when none is set: the cluster's
+release, without a vendor's build suffix (registry.k8s.io tags are vX.Y.Z). */}}
+{{- define "berth.kubeScheduler.defaultTag" -}}
+{{- regexReplaceAll "[-+].*$" .Capabilities.KubeVersion.Version "" }}
+{{- end }}
+
 {{- define "berth.leaseName" -}}
 {{- default (include "berth.fullname" .) .Values.leaderElection.resourceName }}
 {{- end }}
