@@ -47,3 +47,14 @@ def test_kube_scheduler_binds_a_default_scheduler_pod(control_plane: bed.Control
         assert bound in ("smoke-ks", "smoke-node")
     finally:
         sched.stop()
+
+
+def test_berth_follows_the_release_of_the_api_server_it_talks_to(start_berth: Any) -> None:
+    """Berth reads /version at start and follows that release's scheduler,
+    whatever its configuration names (berth/adapters/kubernetes/discovery.py)."""
+    minor = ".".join(bed.KUBERNETES_VERSION.removeprefix("v").split(".")[:2])
+    other = "1.35" if minor != "1.35" else "1.37"
+    b = start_berth({"kubernetesVersion": other})
+    log = b.process.log.read_text()
+    assert f"the API server runs Kubernetes {bed.KUBERNETES_VERSION}: Berth follows kube-scheduler {minor}" in log
+    assert f"kubernetesVersion {other} ignored: the API server's release ({minor}) wins" in log

@@ -100,6 +100,8 @@ class FakeApiServer:
         #: Events by (namespace, name), and ("POST"|"PATCH", name, body) of every event write.
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.event_writes: list[tuple[str, str, dict[str, Any]]] = []
+        #: What ``GET /version`` answers (kube-apiserver's version.Info).
+        self.version: dict[str, str] = {"major": "1", "minor": "37", "gitVersion": "v1.37.2"}
         self._rv = 100
         self._down = asyncio.Event()
 
@@ -148,6 +150,8 @@ class FakeApiServer:
             return self._event(method, m.group(1), m.group(2), body)
         if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
             return self._lease(method, m.group(1), m.group(2), body)
+        if path in ("/version", "/version/") and method == "GET":
+            return Response(200, self.version)
         if path in _LISTED:
             if watch:
                 since = parse_qs(query).get("resourceVersion", ["0"])[0]

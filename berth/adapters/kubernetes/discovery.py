@@ -12,6 +12,7 @@ for a version, but says what it follows.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from kubernetes_asyncio import client
@@ -52,8 +53,14 @@ async def cluster_version(api: client.ApiClient, *, wait: float = VERSION_WAIT_S
     backoff = Backoff(clock=loop.time)
     while True:
         try:
-            info = await client.VersionApi(api).get_code(_request_timeout=max(1.0, deadline - loop.time()))
-            major, minor = int(_minor(info.major)), _minor(info.minor)
+            # Read raw: the generated VersionInfo model insists on every field
+            # (buildDate, compiler, ...) that some distributions leave out.
+            resp = await client.VersionApi(api).get_code(
+                _request_timeout=max(1.0, deadline - loop.time()), _preload_content=False
+            )
+            info = json.loads(await resp.read())
+            major, minor = _minor(str(info["major"])), _minor(str(info["minor"]))
+            git_version = str(info.get("gitVersion", f"v{major}.{minor}"))
         except Exception as e:  # any failure: retry within the bound, then fall back
             delay = backoff.next()
             if loop.time() + delay >= deadline:
@@ -67,9 +74,9 @@ async def cluster_version(api: client.ApiClient, *, wait: float = VERSION_WAIT_S
             log.warning(
                 "the API server runs Kubernetes %s (%s); Berth follows %s, the nearest release it supports",
                 f"{major}.{minor}",
-                info.git_version,
+                git_version,
                 version,
             )
         else:
-            log.info("the API server runs Kubernetes %s: Berth follows kube-scheduler %s", info.git_version, version)
+            log.info("the API server runs Kubernetes %s: Berth follows kube-scheduler %s", git_version, version)
         return version
