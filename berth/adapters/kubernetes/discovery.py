@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -55,7 +56,7 @@ async def cluster_version(api: client.ApiClient, *, wait: float = VERSION_WAIT_S
         try:
             # Read raw: the generated VersionInfo model insists on every field
             # (buildDate, compiler, ...) that some distributions leave out.
-            resp = await client.VersionApi(api).get_code(
+            resp: Any = await client.VersionApi(api).get_code(
                 _request_timeout=max(1.0, deadline - loop.time()), _preload_content=False
             )
             info = json.loads(await resp.read())
