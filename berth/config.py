@@ -348,13 +348,27 @@ def load(path: str | Path | None) -> BerthConfiguration:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise ConfigError(f"{p}: not valid YAML: {_yaml_problem(e)}") from None
     if len(docs) > 1:
         raise ConfigError(f"{p}: expected one BerthConfiguration document, found {len(docs)}")
     try:
         return parse(docs[0] if docs else {})
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error in one line (its ``str`` spans five, quoting the source
+    with a caret): ``line 2, column 4: expected ',' or ']', but got ':'
+    (while parsing a flow sequence at line 1, column 9)``."""
+    if not isinstance(e, yaml.MarkedYAMLError) or e.problem_mark is None:
+        return " ".join(str(e).split())
+    mark = e.problem_mark
+    out = f"line {mark.line + 1}, column {mark.column + 1}: {e.problem}"
+    if e.context:
+        where = e.context_mark
+        out += f" ({e.context} at line {where.line + 1}, column {where.column + 1})" if where else f" ({e.context})"
+    return out
 
 
 def to_yaml(cfg: BerthConfiguration) -> str:

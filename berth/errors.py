@@ -2,8 +2,9 @@
 
 Each edge maps them once: gRPC to the status code of the same name
 (``INVALID_ARGUMENT``, ``NOT_FOUND``, ``ALREADY_EXISTS``,
-``FAILED_PRECONDITION``, ``RESOURCE_EXHAUSTED``, ``UNAUTHENTICATED``,
-``PERMISSION_DENIED``), HTTP to 400/404/409/412/413/401/403 with
+``FAILED_PRECONDITION``, ``RESOURCE_EXHAUSTED``, ``DEADLINE_EXCEEDED``,
+``UNAUTHENTICATED``, ``PERMISSION_DENIED``), HTTP to
+400/404/409/412/413/504/401/403 with
 ``{"Error": message}``. Anything else escaping a handler is a bug: the edge
 logs it once with its traceback and answers 500/INTERNAL.
 
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "AlreadyExists",
     "BerthError",
+    "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
     "NotFound",
@@ -66,6 +68,11 @@ class FailedPrecondition(BerthError, ValueError):
 
 class ResourceExhausted(BerthError, ValueError):
     """Too big: a body, a message, a batch (413 / RESOURCE_EXHAUSTED)."""
+
+
+class DeadlineExceeded(BerthError):
+    """The caller's deadline passed before the answer was ready; the work
+    stopped there (504 / DEADLINE_EXCEEDED)."""
 
 
 class Unauthenticated(BerthError):

@@ -12,7 +12,9 @@ changes and on SIGHUP, and its ``queues`` replace the running ones.
                                  │                               ├─► one ERROR line naming the field,
                  core.reload_queues(queues) ── InvalidArgument ──┘   the running configuration stays
                                  │
-        fields other than queues differ from what Berth started with ──► a WARNING naming them (not applied)
+        fields other than queues differ from what Berth started with ──► a WARNING naming them (not applied),
+                                                                          once per value: a re-read of the
+                                                                          same file says nothing again
 
 Only ``queues`` is applied: every other field shaped what :func:`berth.app.build`
 wired (frameworks, ports, TLS, the lease), so those need a restart. Shrinking
@@ -85,6 +87,9 @@ class ConfigReloader:
         # change racing this read is seen by the next check.
         self._signature = _signature(self.path)
         self._started_with: dict[str, Any] | None = None
+        # The differing fields last reported, with the file's values: each
+        # new value is reported once, not at every re-read or SIGHUP.
+        self._reported: dict[str, Any] = {}
         try:
             started = config.load(self.path)
         except config.ConfigError:  # broken since Berth read it: the first check says why
@@ -141,7 +146,11 @@ class ConfigReloader:
         fields = _fields(new)
         if self._started_with is None:
             self._started_with = fields
-        changed = [name for name, value in fields.items() if self._started_with.get(name) != value]
+        differing = {name: value for name, value in fields.items() if self._started_with.get(name) != value}
+        changed = [
+            name for name, value in differing.items() if name not in self._reported or self._reported[name] != value
+        ]
+        self._reported = differing
         if changed:
             log.warning(
                 "configuration %s: %s changed: restart Berth to apply them (only queues are reloaded)",
@@ -153,4 +162,5 @@ class ConfigReloader:
     def _refuse(self, message: str) -> None:
         # config.load names the file first; the line names it once.
         message = message.removeprefix(f"{self.path}: ")
+        message = " ".join(message.split())  # one line, whatever the file's values hold
         log.error("configuration %s refused: %s; keeping the running configuration", self.path, message)

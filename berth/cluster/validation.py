@@ -27,10 +27,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 from berth.cluster import model, resources
 from berth.errors import InvalidArgument
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "duplicate",
     "forbidden",
     "invalid",
@@ -41,6 +44,7 @@ __all__ = [
     "not_supported",
     "required",
     "validate_annotations",
+    "validate_json_depth",
     "validate_label_name",
     "validate_label_selector",
     "validate_labels",
@@ -206,6 +210,41 @@ def _check(path: str, value: str, messages: list[str]) -> None:
         raise invalid(path, value, messages[0])
 
 
+# ---------------------------------------------------------------- JSON
+
+#: How deep arrays and objects may nest in JSON a client sends (opaque DRA
+#: parameters). The API server allows 10 000 (apimachinery
+#: ``pkg/util/json`` maxDepth, encoding/json's maxNestingDepth); Python
+#: cannot hold that: decoding, comparing and encoding each recurse once per
+#: level, within a recursion limit of 1000 frames shared with the call
+#: stack, so a document deeper than ~800 fails with a RecursionError
+#: depending on where it is handled. A fixed bound well inside that answers
+#: the same wherever it is checked.
+MAX_JSON_DEPTH = 256
+
+# A JSON string (its escapes included), matched without backtracking.
+_JSON_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in the JSON document ``raw`` (``[]``
+    is 1), counted without recursing: strings dropped, then brackets counted."""
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    opens = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((opens == ord("[")) | (opens == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+def validate_json_depth(raw: bytes, path: str) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_JSON_DEPTH`, before anything
+    decodes it (a RecursionError would otherwise depend on the stack)."""
+    if len(raw) > MAX_JSON_DEPTH and json_depth(raw) > MAX_JSON_DEPTH:
+        raise invalid(path, "<value omitted>", f"error parsing data as JSON: exceeded max depth of {MAX_JSON_DEPTH}")
+
+
 # ---------------------------------------------------------------- metadata
 
 
@@ -312,18 +351,157 @@ def validate_node(node: model.Node) -> None:
 
 
 def validate_pod(pod: model.Pod) -> None:
-    """Names and labels as ValidatePodCreate checks them, ``spec.nodeName`` a
-    valid node name, and every resource's total request within int64 (the node
-    table's columns; the API server bounds each quantity, Berth also sums
-    them). Containers, quantities and selectors are
+    """Names and labels as ValidatePodCreate checks them, the names and
+    values of the spec's fields that name things (:func:`_validate_pod_spec`),
+    and every resource's total request within int64 (the node table's
+    columns; the API server bounds each quantity, Berth also sums them).
+    Containers, quantities and selectors are
     :func:`berth.cluster.manifests.validate_pod`'s."""
     validate_object_meta(pod.metadata, namespaced=True)
-    if pod.spec.node_name:
-        _check("spec.nodeName", pod.spec.node_name, is_dns1123_subdomain(pod.spec.node_name))
+    _validate_pod_spec(pod.spec, "spec")
     for non_zero in (False, True):
         # Each total (scoring's non-zero one too) must fit the node table's
         # int64 columns: resources.pod_requests raises QuantityError when one does not.
         resources.pod_requests(pod, non_zero=non_zero)
+
+
+def _validate_pod_spec(spec: model.PodSpec, path: str) -> None:
+    """core validation's ValidatePodSpec, in its order, for the fields that
+    name things: ``resourceClaims`` (validatePodResourceClaims), container
+    resource names (ValidateContainerResourceName), ``nodeSelector``
+    (ValidateLabels), ``schedulingGates`` (validateSchedulingGates),
+    ``nodeName`` (ValidateNodeName), ``tolerations`` (ValidateTolerations:
+    keys, values and effects; operators other than Equal and Exists are
+    :func:`berth.cluster.manifests.validate_pod`'s) and
+    ``priorityClassName`` (ValidatePriorityClassName)."""
+    claim_names: set[str] = set()
+    for i, c in enumerate(spec.resource_claims):
+        at = f"{path}.resourceClaims[{i}]"
+        if not c.name:
+            raise required(f"{at}.name")
+        if c.name in claim_names:
+            raise duplicate(f"{at}.name", c.name)
+        _check(f"{at}.name", c.name, is_dns1123_label(c.name))
+        claim_names.add(c.name)
+        if (c.resource_claim_name is None) == (c.resource_claim_template_name is None):
+            detail = (
+                "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+                if c.resource_claim_name is not None
+                else "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"
+            )
+            raise invalid(at, _claim_shown(c), detail)
+        for field, name in (
+            ("resourceClaimName", c.resource_claim_name),
+            ("resourceClaimTemplateName", c.resource_claim_template_name),
+        ):
+            if name is not None:
+                _check(f"{at}.{field}", name, is_dns1123_subdomain(name))
+    for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for i, container in enumerate(containers):
+            if container.resources is None:
+                continue
+            for kind, amounts in (("limits", container.resources.limits), ("requests", container.resources.requests)):
+                for name in amounts:
+                    _validate_container_resource_name(name, f"{path}.{field}[{i}].resources.{kind}[{name}]")
+    validate_labels(spec.node_selector, f"{path}.nodeSelector")
+    gates: set[str] = set()
+    for i, g in enumerate(spec.scheduling_gates):
+        _check(f"{path}.schedulingGates[{i}]", g.name, is_qualified_name(g.name))
+        if g.name in gates:
+            raise duplicate(f"{path}.schedulingGates[{i}]", g.name)
+        gates.add(g.name)
+    if spec.node_name:
+        _check(f"{path}.nodeName", spec.node_name, is_dns1123_subdomain(spec.node_name))
+    for i, t in enumerate(spec.tolerations):
+        _validate_toleration(t, f"{path}.tolerations[{i}]")
+    if spec.priority_class_name:
+        _check(f"{path}.priorityClassName", spec.priority_class_name, is_dns1123_subdomain(spec.priority_class_name))
+
+
+class _Marshalled:
+    """A struct as field.Error prints one: encoding/json's rendering, unquoted."""
+
+    def __init__(self, value: object) -> None:
+        self.text = json.dumps(value, separators=(",", ":"))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _claim_shown(c: model.PodResourceClaim) -> _Marshalled:
+    """A PodResourceClaim (the internal type: no JSON tags, Go's field names)."""
+    return _Marshalled(
+        {
+            "Name": c.name,
+            "ResourceClaimName": c.resource_claim_name,
+            "ResourceClaimTemplateName": c.resource_claim_template_name,
+        }
+    )
+
+
+#: helper.IsStandardResourceName (standardResources) and IsStandardContainerResourceName.
+_STANDARD_RESOURCES = frozenset(
+    {
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "storage",
+        "requests.storage",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+_STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _validate_container_resource_name(name: str, path: str) -> None:
+    """core validation's ValidateContainerResourceName (validateResourceName first)."""
+    _check(path, name, is_qualified_name(name))
+    if "/" not in name:
+        if name not in _STANDARD_RESOURCES and not name.startswith(("hugepages-", "requests.hugepages-")):
+            raise invalid(path, name, "must be a standard resource type or fully qualified")
+        if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            raise invalid(path, name, "must be a standard resource for containers")
+    elif "kubernetes.io/" not in name and (name.startswith("requests.") or is_qualified_name("requests." + name)):
+        # helper.IsExtendedResourceName: not native, no "requests." prefix, and
+        # its quota name ("requests." + name) a qualified name.
+        raise invalid(path, name, "doesn't follow extended resource name standard")
+
+
+def _validate_toleration(t: model.Toleration, path: str) -> None:
+    """core validation's ValidateTolerations for one toleration (the value
+    of an Equal toleration is reported at ``operator``, as upstream does)."""
+    if t.key:
+        validate_label_name(t.key, f"{path}.key")
+    if not t.key and t.operator != "Exists":
+        raise invalid(
+            f"{path}.operator",
+            t.operator,
+            'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+        )
+    if t.toleration_seconds is not None and t.effect != "NoExecute":
+        raise invalid(f"{path}.effect", t.effect, "effect must be 'NoExecute' when `tolerationSeconds` is set")
+    if t.operator in ("", "Equal"):
+        errs = is_valid_label_value(t.value)
+        if errs:
+            raise invalid(f"{path}.operator", t.value, ";".join(errs))
+    elif t.operator == "Exists" and t.value:
+        raise invalid(f"{path}.operator", t.value, "value must be empty when `operator` is 'Exists'")
+    if t.effect and t.effect not in _TAINT_EFFECTS:
+        raise not_supported(f"{path}.effect", t.effect, _TAINT_EFFECTS)
 
 
 def validate_namespace(ns: model.Namespace) -> None:

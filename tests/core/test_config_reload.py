@@ -126,12 +126,47 @@ def test_an_invalid_file_is_refused_naming_the_field_and_the_queues_stay(
         assert reloader.check() is False
         assert reloader.check() is False  # refused once, not at every poll
     [line] = refusals(caplog)
+    assert "\n" not in line
     assert line.startswith(f"configuration {path} refused: ")
     assert line.endswith("; keeping the running configuration")
     assert names in line
     assert f"refused: {path}:" not in line  # the file is named once
     assert berth.core.cfg.queues is before
     assert queue_names(berth) == ["research"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "queues: [name: research\n",
+            "line 2, column 1: expected ',' or ']', but got '<stream end>' "
+            "(while parsing a flow sequence at line 1, column 9)",
+        ),
+        ("queues: a: b\n", "line 1, column 10: mapping values are not allowed here"),
+        (
+            "queues:\n\t- name: a\n",
+            "line 2, column 1: found character '\\t' that cannot start any token (while scanning for the next token)",
+        ),
+        (
+            'queues: [{name: "\\q"}]\n',
+            "line 1, column 19: found unknown escape character 'q' "
+            "(while scanning a double-quoted scalar at line 1, column 17)",
+        ),
+        ("queues: *q\n", "line 1, column 9: found undefined alias 'q'"),
+    ],
+    ids=["an unclosed sequence", "a mapping in a scalar", "a tab", "a bad escape", "an undefined alias"],
+)
+def test_invalid_yaml_is_refused_in_one_line_with_its_line_and_column(
+    started: tuple[Path, app.Berth, reload.ConfigReloader], caplog: pytest.LogCaptureFixture, text: str, problem: str
+) -> None:
+    path, _, reloader = started
+    write(path, text)
+    with caplog.at_level(logging.INFO, logger="berth.reload"):
+        assert reloader.check() is False
+    assert caplog.messages == [
+        f"configuration {path} refused: not valid YAML: {problem}; keeping the running configuration"
+    ]
 
 
 def test_a_missing_file_is_refused_and_its_return_is_applied(
@@ -187,6 +222,34 @@ def test_a_change_of_other_fields_alone_leaves_the_queues_untouched(
     assert berth.core.cfg.pod_max_backoff_seconds == 10
     assert f"configuration {path} re-read: queues unchanged" in caplog.messages
     assert any("podMaxBackoffSeconds changed: restart Berth" in m for m in caplog.messages)
+
+
+def test_a_field_needing_a_restart_is_reported_once_per_new_value(
+    started: tuple[Path, app.Berth, reload.ConfigReloader], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Berth runs with podMaxBackoffSeconds 10 (the default); each step writes
+    the file (or, for None, re-reads it unchanged as SIGHUP does)."""
+    path, _, reloader = started
+    steps: list[tuple[int | None, list[str]]] = [
+        (20, ["podMaxBackoffSeconds"]),
+        (None, []),  # SIGHUP: the same file
+        (None, []),
+        (20, []),  # rewritten with the same value
+        (30, ["podMaxBackoffSeconds"]),
+        (10, []),  # back to the running value
+        (20, ["podMaxBackoffSeconds"]),
+    ]
+    for value, want in steps:
+        caplog.clear()
+        if value is not None:
+            write(path, {"queues": RESEARCH, "podMaxBackoffSeconds": value})
+        with caplog.at_level(logging.INFO, logger="berth.reload"):
+            reloader.check(force=True)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings == [
+            f"configuration {path}: {name} changed: restart Berth to apply them (only queues are reloaded)"
+            for name in want
+        ], value
 
 
 def test_command_line_overrides_are_not_taken_for_changes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

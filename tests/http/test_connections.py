@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import errno
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -128,6 +129,46 @@ async def test_a_body_trickled_past_the_read_timeout_gets_a_json_408(serving: An
     assert json.loads(body)["Error"] == "filter: request body: not received within 0.3s (http.readTimeoutSeconds)"
     assert time.perf_counter() - started < SHORT + 1.0
     await _closed(reader, 2)  # lingers at most LINGER_SECONDS, then closes
+    writer.close()
+
+
+CUT_BODIES = [
+    ("a Content-Length body", _request(BODY[:10], length=len(BODY))),
+    (
+        "a chunked body",
+        b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n10\r\n" + BODY[:16],
+    ),
+]
+
+
+@pytest.mark.parametrize("head", [h for _, h in CUT_BODIES], ids=[n for n, _ in CUT_BODIES])
+async def test_a_client_that_disconnects_mid_body_is_logged_at_debug_without_a_traceback(
+    serving: Any, head: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, port = serving
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await _open(port)
+    writer.write(head)
+    await writer.drain()
+    await asyncio.sleep(0.05)  # the handler is reading the body
+    writer.close()
+    for _ in range(100):
+        if any("disconnected" in r.getMessage() for r in caplog.records):
+            break
+        await asyncio.sleep(0.01)
+    gone = [r for r in caplog.records if "disconnected" in r.getMessage()]
+    assert [(r.levelno, r.exc_info, r.getMessage()) for r in gone] == [
+        (
+            logging.DEBUG,
+            None,
+            "extender filter: request body: the client disconnected before the whole body arrived (Connection lost)",
+        )
+    ]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    reader, writer = await _open(port)
+    writer.write(_request())
+    assert (await _response(reader))[0] == 200  # and the server goes on answering
     writer.close()
 
 

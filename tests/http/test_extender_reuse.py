@@ -212,6 +212,57 @@ def test_pods_stay_within_entries_and_bytes() -> None:
     assert pods._bytes == sum(map(len, pods._by_raw)) <= ext._Pods.MAX_BYTES
 
 
+def _host_piece(name: str) -> bytes:
+    return b',{"Host":' + msgspec.json.encode(name) + b',"Score":'
+
+
+# (what another caller's lists left in the table, the list an answer needs);
+# the table is made to hold 8 names and 2 KiB.
+HOST_PIECE_CASES = [
+    ("crossing the entries bound after another caller's list", [f"other-{i}" for i in range(7)], ["other-0", "a", "b"]),
+    ("longer than the entries bound", [], [f"n-{i}" for i in range(20)]),
+    ("longer than the entries bound, partly seen", [f"n-{i}" for i in range(5)], [f"n-{i}" for i in range(20)]),
+    ("names passing the bytes bound", [], [f"{i}-" + "x" * 300 for i in range(10)]),
+    ("crossing the bytes bound after another caller's list", ["y" * 500, "z" * 500], ["y" * 500, "w" * 300]),
+]
+
+
+@pytest.mark.parametrize(("before", "names"), [c[1:] for c in HOST_PIECE_CASES], ids=[c[0] for c in HOST_PIECE_CASES])
+def test_host_pieces_empty_the_table_without_taking_the_answers_pieces(
+    monkeypatch: pytest.MonkeyPatch, before: list[str], names: list[str]
+) -> None:
+    monkeypatch.setattr(ext._HostPieces, "MAX_ENTRIES", 8)
+    monkeypatch.setattr(ext._HostPieces, "MAX_BYTES", 2048)
+    hosts = ext._HostPieces()
+    hosts.of(before)
+    assert hosts.of(names) == [_host_piece(n) for n in names]
+    assert hosts.of(names) == [_host_piece(n) for n in names]  # again, from what the first kept
+    assert len(hosts._by_name) <= 8
+    assert hosts._bytes <= 2048
+
+
+async def test_prioritize_answers_a_list_bigger_than_the_host_piece_bound() -> None:
+    berth = make_berth({"http": {"host": "127.0.0.1", "port": 0, "maxBodyBytes": 16 << 20}})
+    names = ["big", *(f"{i:05d}-" + "n" * 240 for i in range(18_000))]  # 4.4 MB of names; 9 MB of pieces
+    async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
+        for _ in range(2):
+            got = json.loads(await _ask(c, "prioritize", go_json(args(_pod(), names=names))))
+            assert [h["Host"] for h in got] == names
+
+
+async def test_another_callers_lists_cannot_make_prioritize_fail() -> None:
+    """A caller fills the host-piece table to just below its bound; the next
+    list crosses it while its answer is being built, kube-scheduler's or not."""
+    berth = make_berth({"http": {"host": "127.0.0.1", "port": 0, "maxBodyBytes": 16 << 20}})
+    filler = [f"filler-{i}" for i in range(ext._HostPieces.MAX_ENTRIES - 1)]
+    names = ["big", "small", *(f"new-{i}" for i in range(100))]
+    async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
+        for _ in range(3):
+            await _ask(c, "prioritize", go_json(args(_pod("other"), names=filler)))
+            got = json.loads(await _ask(c, "prioritize", go_json(args(_pod(), names=names))))
+            assert [h["Host"] for h in got] == names
+
+
 @pytest.mark.parametrize(
     ("names", "passed", "failed", "unresolvable", "error"),
     [
@@ -245,10 +296,11 @@ def test_node_names_filter_answers_are_the_bytes_a_json_encoder_writes(
 
 def test_a_kept_frame_answers_any_scores_as_a_json_encoder() -> None:
     names = ["n-1", 'we"ird', "é", "n-4"]
-    frame = ext._Frame(names)
+    hosts = ext._HostPieces()
+    frame = ext._Frame(hosts.of(names))
     for scores in ([0, 10, 5, 3], [10, 10, 10, 10], [1, 2, 3, 4], [0, 0, 0, 11], [10, 0, 0, 10], [-1, 0, 9, 10]):
         want = msgspec.json.encode([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
-        assert ext._host_priority_list(names, np.asarray(scores), frame) == want
+        assert ext._host_priority_list(names, np.asarray(scores), hosts, frame) == want
 
 
 @pytest.mark.parametrize(

@@ -269,7 +269,7 @@ async def test_requests_are_counted_in_metrics(client: Any) -> None:
     ids=["empty", "one", "several", "characters JSON must escape, score out of the usual range"],
 )
 def test_host_priority_list_is_byte_identical_to_a_json_encoder(names: list[str], scores: list[int]) -> None:
-    from berth.adapters.http.extender import _host_priority_list
+    from berth.adapters.http.extender import _host_priority_list, _HostPieces
 
     want = msgspec.json.encode([{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)])
-    assert _host_priority_list(names, scores) == want
+    assert _host_priority_list(names, scores, _HostPieces()) == want

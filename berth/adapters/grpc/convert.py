@@ -628,6 +628,7 @@ def _node_selector_to_pb(s: model.NodeSelector | None) -> pb.NodeSelector | None
 def _json_from_pb(raw: bytes, path: str) -> Any:
     if not raw:
         return None
+    validation.validate_json_depth(raw, path)
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as e:

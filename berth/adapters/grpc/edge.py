@@ -16,17 +16,23 @@ server-streaming) so that
    :func:`berth.errors.bounded`: status details travel in a header, and an
    error listing 10 000 node names would not fit.
 
-Client-streaming methods (only reflection's) pass through untouched.
+Server-streaming calls (``WatchDecisions``, grpc's own ``Health.Watch``)
+end with ``UNAVAILABLE`` as soon as the server stops
+(:meth:`EdgeInterceptor.end_streams`): an idle stream would otherwise hold a
+graceful stop for its whole grace period, and the client reconnects to a
+replica that serves (with ``replay`` to catch up). Client-streaming methods
+(only reflection's) pass through untouched.
 Message size limits (``grpc.maxMessageBytes``) are grpc core's, applied
 after decompression, before anything here runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -37,6 +43,11 @@ __all__ = ["CODES", "EdgeInterceptor", "status_of"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+#: What a stream the server ends while stopping says.
+STOPPING = "the server is shutting down; reconnect"
+
 #: Each client-error kind's gRPC status code (the first match wins).
 CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
@@ -44,6 +55,7 @@ CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     # Not one of Berth's kinds, but a bad value all the same (older core
@@ -86,6 +98,35 @@ def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
     return decode
 
 
+async def _until(stopping: asyncio.Event, items: AsyncGenerator[T, None]) -> AsyncIterator[T]:
+    """``items`` until ``stopping`` is set, then :class:`_Stopping`;
+    whichever comes first, even while ``items`` waits for its next one."""
+    stop = asyncio.ensure_future(stopping.wait())
+    nxt: asyncio.Future[T] | None = None
+    try:
+        while True:
+            nxt = asyncio.ensure_future(anext(items))
+            await asyncio.wait((nxt, stop), return_when=asyncio.FIRST_COMPLETED)
+            if not nxt.done():
+                break
+            try:
+                item = nxt.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        stop.cancel()
+        if nxt is not None and not nxt.done():
+            nxt.cancel()  # raised where the stream waits: its own finally runs
+            await asyncio.wait((nxt,))
+        await items.aclose()
+    raise _Stopping(STOPPING)
+
+
+class _Stopping(Exception):
+    """A stream ended because the server is stopping."""
+
+
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
     """Wraps each unary-request handler in decode -> authenticate -> run -> map."""
 
@@ -94,6 +135,12 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         #: One wrapped handler per registered method (grpc looks handlers up
         #: per call; unknown methods get None and are not kept).
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self._stopping = asyncio.Event()
+
+    def end_streams(self) -> None:
+        """End every server-streaming call, now and from now on, with
+        ``UNAVAILABLE`` (the server is stopping)."""
+        self._stopping.set()
 
     async def intercept_service(
         self,
@@ -136,15 +183,18 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
 
     def _streaming(self, method: str, behavior: Any, decode: Callable[[bytes], Any]) -> Any:
         auth = self.auth
+        stopping = self._stopping
         if inspect.isasyncgenfunction(behavior):
 
             async def generate(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 try:
                     auth.check(method, context)
-                    async for item in behavior(decode(raw), context):
+                    async for item in _until(stopping, behavior(decode(raw), context)):
                         yield item
                 except grpc.aio.AbortError:
                     raise
+                except _Stopping as e:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
                 except Exception as e:
                     await _fail(context, method, e)
 
@@ -154,10 +204,23 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         async def write(raw: bytes, context: grpc.aio.ServicerContext) -> None:
             try:
                 auth.check(method, context)
-                await behavior(decode(raw), context)
+                writing = asyncio.ensure_future(behavior(decode(raw), context))
+                stop = asyncio.ensure_future(stopping.wait())
+                try:
+                    await asyncio.wait((writing, stop), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                    if not writing.done():
+                        writing.cancel()
+                        await asyncio.wait((writing,))
+                if not writing.cancelled():
+                    writing.result()  # its error, if any
+                    return
             except grpc.aio.AbortError:
                 raise
             except Exception as e:
                 await _fail(context, method, e)
+                return
+            await context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
 
         return write

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -185,9 +186,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             return convert.why_to_pb(visibility.why(self.core, key))
 
     async def WhatIf(self, request: scheduler_pb2.WhatIfRequest, context: Any) -> scheduler_pb2.WhatIfResponse:
+        """In slices, each through the turnstile; stops at the caller's
+        deadline (DEADLINE_EXCEEDED) or when grpc cancels the call."""
         pod = _pod(request.pod)
-        async with self.turns:
-            answer = whatif.whatif(self.core, pod, request.replicas, profile=request.profile)
+        remaining = context.time_remaining()
+        deadline = None if remaining is None else time.monotonic() + remaining
+        answer = await whatif.whatif(
+            self.core, pod, request.replicas, profile=request.profile, deadline=deadline, turns=self.turns
+        )
         return convert.whatif_to_pb(answer)
 
 
@@ -353,8 +359,9 @@ class GrpcServer:
         cfg = core.cfg.grpc
         auth = security.Authenticator(cfg)
         limit = cfg.max_message_bytes
+        self.edge = edge.EdgeInterceptor(auth)
         self.server = grpc.aio.server(
-            interceptors=[edge.EdgeInterceptor(auth)],
+            interceptors=[self.edge],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Applied by grpc core after decompression: a small gzip
@@ -400,9 +407,11 @@ class GrpcServer:
             await self.health.set(service, status)
 
     async def stop(self, grace: float = 5.0) -> None:
-        """Health turns NOT_SERVING, new calls are refused, calls in flight
+        """Health turns NOT_SERVING, streams end (``UNAVAILABLE``: they never
+        finish on their own), new calls are refused, unary calls in flight
         get ``grace`` seconds, then the rest are cancelled."""
         await self.set_serving(False)
+        self.edge.end_streams()
         await self.server.stop(grace)
 
 

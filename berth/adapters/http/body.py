@@ -24,10 +24,15 @@ from aiohttp import hdrs, web
 
 from berth import errors
 
-__all__ = ["ENCODINGS", "Stream", "collect", "read"]
+__all__ = ["ENCODINGS", "Disconnected", "Stream", "collect", "read"]
 
 #: Content-Encoding values accepted (lower-cased); x-gzip is gzip (RFC 9110 8.4.1.3).
 ENCODINGS = frozenset({"identity", "gzip", "x-gzip", "deflate"})
+
+
+class Disconnected(Exception):
+    """The client closed its connection before its body was in: nobody is
+    left to answer, and it is no bug of the server's (logged at debug)."""
 
 
 class Stream(Protocol):
@@ -105,7 +110,8 @@ async def collect(stream: Stream, *, limit: int, encoding: str = "identity") -> 
 
 async def read(request: web.BaseRequest, *, limit: int, seconds: float) -> bytes:
     """The request's body within the limit and the time allowed; 413, 415,
-    408 or 400 (malformed chunked framing or compression) otherwise."""
+    408 or 400 (malformed chunked framing or compression) otherwise, and
+    :class:`Disconnected` when the client goes away before it is in."""
     encoding = request.headers.get(hdrs.CONTENT_ENCODING, "identity").strip().lower() or "identity"
     if encoding not in ENCODINGS:
         raise web.HTTPUnsupportedMediaType(
@@ -123,3 +129,5 @@ async def read(request: web.BaseRequest, *, limit: int, seconds: float) -> bytes
         ) from None
     except web.RequestPayloadError as e:  # broken chunked framing, a short body
         raise errors.InvalidArgument(f"request body: {e}") from None
+    except ConnectionResetError as e:  # aiohttp's "Connection lost" (ClientConnectionResetError is one too)
+        raise Disconnected(f"request body: the client disconnected before the whole body arrived ({e})") from None

@@ -334,41 +334,63 @@ class _NameLists:
             self._bytes -= len(self._entries.pop().raw)
 
 
+#: k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority (MinExtenderPriority is 0).
+MAX_EXTENDER_PRIORITY = 10
+
+
+class _HostPieces:
+    """Each host's encoded ``,{"Host":"NAME","Score":`` piece, kept across
+    requests (kube-scheduler asks about the same nodes every cycle). Keyed
+    by request contents, so bounded by bytes as well as entries: emptied
+    when an addition would pass either (5000 nodes take ~250 KB).
+
+    An answer collects its pieces into its own list as it goes, so emptying
+    the table never takes a piece from the answer being built, whoever
+    filled it; a list whose new pieces alone pass the bound empties it once
+    and keeps only what fits (the rest is encoded for this answer alone)."""
+
+    MAX_BYTES = 4 << 20
+    MAX_ENTRIES = 65536
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, bytes] = {}
+        self._bytes = 0
+
+    def of(self, names: list[str]) -> list[bytes]:
+        """Each of ``names``' pieces, in order."""
+        by_name = self._by_name
+        try:
+            return list(map(by_name.__getitem__, names))  # every host seen before: the usual case
+        except KeyError:
+            pass
+        out: list[bytes] = []
+        emptied = False
+        for n in names:
+            piece = by_name.get(n)
+            if piece is None:
+                piece = b',{"Host":' + _encoder.encode(n) + b',"Score":'
+                # What an entry weighs: its key and value objects, roughly.
+                weight = len(piece) + len(n) + 120
+                if self._bytes + weight > self.MAX_BYTES or len(by_name) >= self.MAX_ENTRIES:
+                    if emptied:  # this list alone passes the bound
+                        out.append(piece)
+                        continue
+                    by_name.clear()
+                    self._bytes = 0
+                    emptied = True
+                by_name[n] = piece
+                self._bytes += weight
+            out.append(piece)
+        return out
+
+
 @dataclasses.dataclass(slots=True)
 class _Memo:
     """What the extender door keeps between requests (see README, "Memory bounds")."""
 
     pods: _Pods = dataclasses.field(default_factory=_Pods)
     lists: _NameLists = dataclasses.field(default_factory=_NameLists)
-
-
-#: Each host's encoded ``,{"Host":"NAME","Score":`` piece, kept across
-#: requests (kube-scheduler asks about the same nodes every cycle). Keyed by
-#: request contents, so bounded by bytes as well as entries: emptied when
-#: it would pass either (5000 nodes take ~250 KB).
-_host_prefix: dict[str, bytes] = {}
-_HOST_PREFIX_MAX_BYTES = 4 << 20
-_HOST_PREFIX_MAX_ENTRIES = 65536
-_host_prefix_bytes = 0
-#: k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority (MinExtenderPriority is 0).
-MAX_EXTENDER_PRIORITY = 10
-
-
-def _host_pieces(names: list[str]) -> list[bytes]:
-    """Each host's ``,{"Host":"NAME","Score":`` piece, in order."""
-    global _host_prefix_bytes
-    prefix = _host_prefix
-    for n in names:
-        if n not in prefix:
-            piece = b',{"Host":' + _encoder.encode(n) + b',"Score":'
-            # What an entry weighs: its key and value objects, roughly.
-            weight = len(piece) + len(n) + 120
-            if _host_prefix_bytes + weight > _HOST_PREFIX_MAX_BYTES or len(prefix) >= _HOST_PREFIX_MAX_ENTRIES:
-                prefix.clear()
-                _host_prefix_bytes = 0
-            prefix[n] = piece
-            _host_prefix_bytes += weight
-    return list(map(prefix.__getitem__, names))
+    hosts: _HostPieces = dataclasses.field(default_factory=_HostPieces)
 
 
 class _Frame:
@@ -379,8 +401,8 @@ class _Frame:
 
     __slots__ = ("at", "template")
 
-    def __init__(self, names: list[str]) -> None:
-        pieces = _host_pieces(names)  # ',{"Host":"NAME","Score":' each
+    def __init__(self, pieces: list[bytes]) -> None:
+        """``pieces``: each host's ``,{"Host":"NAME","Score":`` (:class:`_HostPieces`)."""
         joined = b"0}".join(pieces) + b"0}"
         self.template = np.frombuffer(b"[" + joined[1:] + b"]", dtype=np.uint8)
         # The place of each score: the piece's end, counted over the pieces
@@ -393,7 +415,9 @@ class _Frame:
 _DIGITS = np.array([*b"0123456789", ord("1")], dtype=np.uint8)
 
 
-def _host_priority_list(names: list[str], scores: npt.ArrayLike, frame: _Frame | None = None) -> bytes:
+def _host_priority_list(
+    names: list[str], scores: npt.ArrayLike, hosts: _HostPieces, frame: _Frame | None = None
+) -> bytes:
     """``[{"Host":..,"Score":..},...]`` as encoding/json writes it.
 
     From a :class:`_Frame` of ``names`` (kept with the list): a copy of its
@@ -408,10 +432,10 @@ def _host_priority_list(names: list[str], scores: npt.ArrayLike, frame: _Frame |
         return b"[]"
     s = np.asarray(scores, dtype=np.int64)
     if s.min() < 0 or s.max() > MAX_EXTENDER_PRIORITY:
-        pieces = _host_pieces(names)
+        pieces = hosts.of(names)
         body = b"".join(p + b"%d}" % v for p, v in zip(pieces, s.tolist(), strict=True))
         return b"[" + body[1:] + b"]"
-    frame = frame if frame is not None else _Frame(names)
+    frame = frame if frame is not None else _Frame(hosts.of(names))
     out = frame.template.copy()
     out[frame.at] = _DIGITS[s]
     tens = np.flatnonzero(s == MAX_EXTENDER_PRIORITY)
@@ -611,6 +635,9 @@ def _guard(
                 return await handler(body)
         except (errors.BerthError, web.HTTPException) as e:
             return http_errors.from_exception(e, f"{verb}: ")
+        except http_body.Disconnected as e:  # nobody to answer; not a bug, and any client can cause it
+            log.debug("extender %s: %s", verb, e)
+            return http_errors.answer(HTTPStatus.BAD_REQUEST, f"{verb}: {e}")
         except Exception:  # a bug: logged once with its traceback; the service stays up
             log.exception("extender %s failed", verb)
             return http_errors.internal_error(f"{verb}: ")
@@ -655,9 +682,9 @@ def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
         frame = None
         if args.name_list is not None and res.names is args.name_list.nodes.names:
             if args.name_list.frame is None:
-                args.name_list.frame = _Frame(res.names)
+                args.name_list.frame = _Frame(memo.hosts.of(res.names))
             frame = args.name_list.frame
-        return _response(_host_priority_list(res.names, res.scores, frame))
+        return _response(_host_priority_list(res.names, res.scores, memo.hosts, frame))
 
     async def preempt(body: bytes) -> web.Response:
         pod, victims = _preempt_request(body)
