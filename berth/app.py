@@ -37,9 +37,9 @@ from berth.framework.handle import Handle
 from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
-from berth.queue.waiting import WaitingPods
+from berth.queue.waiting import PodsInPreBind, WaitingPods
 from berth.quota import metrics as quota_metrics
-from berth.scheduling.client import SourceClient
+from berth.scheduling.client import DEFAULT_BACKOFF, SourceClient
 from berth.scheduling.core import Core, new_queue_tree
 from berth.scheduling.decisions import DecisionLog
 from berth.scheduling.dra_state import DraStore
@@ -107,14 +107,18 @@ def build(
     configuration's release and gates) is what the cluster's release gives."""
     cfg = cfg or config.parse({})
     feats = feats or cfg.features()
-    metrics = metrics or Metrics()
+    metrics = metrics or Metrics(feats)
     cache = Cache(assumed_ttl=cfg.assumed_pod_ttl_seconds, clock=clock)
     pods, groups, pdbs = PodStore(), PodGroupStore(), PodDisruptionBudgetStore()
     namespaces, workloads = NamespaceStore(), WorkloadStore()
     nominator, waiting, decisions = Nominator(), WaitingPods(), DecisionLog()
+    in_pre_bind = PodsInPreBind()
     dra_store = DraStore()
     volume_store = VolumeStore()
-    client = SourceClient(pods, dra_store)
+    # util.BindPod retries a Binding on retriable errors from 1.37 (utils.go v1.37.2).
+    client = SourceClient(
+        pods, dra_store, bind_backoff=DEFAULT_BACKOFF if feats.version >= features.KubeVersion(1, 37) else None
+    )
     quota = new_queue_tree(cfg, cache, nominator)
     quota_metrics.register(metrics.registry, quota)
     frameworks: dict[str, Framework] = {}
@@ -132,6 +136,7 @@ def build(
             volumes=volume_store,
             nominator=nominator,
             waiting_pods=waiting,
+            pods_in_pre_bind=in_pre_bind,
             client=client,
             recorder=decisions,
             metrics=metrics,
@@ -150,6 +155,7 @@ def build(
         frameworks=frameworks,
         nominator=nominator,
         waiting=waiting,
+        in_pre_bind=in_pre_bind,
         decisions=decisions,
         client=client,
         metrics=metrics,
@@ -159,6 +165,8 @@ def build(
         dra_store=dra_store,
         volume_store=volume_store,
     )
+    for fwk in frameworks.values():
+        fwk.handle.activator = core
     cluster = EmbeddedCluster(core)
     client.default_source = cluster
     scheduler: Scheduler | None = None
@@ -197,7 +205,9 @@ async def serve(
     """Run until SIGTERM/SIGINT (or ``stop`` is set), then shut down gracefully.
     ``config_file``, where ``cfg`` came from, is re-read on change and SIGHUP
     and its ``queues`` applied (:mod:`berth.reload`)."""
-    log.info("effective configuration:\n%s", config.to_yaml(cfg))
+    profiles = ", ".join(p.scheduler_name for p in cfg.profiles)
+    log.info("configuration %s; profiles: %s", config_file or "(defaults)", profiles)
+    log.debug("effective configuration:\n%s", config.to_yaml(cfg))
     registry.log_available()
     kube = kubeconfig is not None or in_cluster
     # Who may mutate over gRPC, and its certificate/token files: checked

@@ -1,7 +1,11 @@
-"""Prometheus metrics, with kube-scheduler's names, help, labels and buckets
-where Berth does the same thing (``pkg/scheduler/metrics/metrics.go`` at
-v1.34.4; ``tests/core/test_metrics_parity.py`` holds the comparison and the
-reasons for what is left out). What Berth adds of its own is ``berth_*``.
+"""Prometheus metrics, with kube-scheduler's names, help, labels, buckets
+and stability levels where Berth does the same thing
+(``pkg/scheduler/metrics/metrics.go`` at v1.37.2; component-base prefixes
+each help with ``[STABLE]``, ``[BETA]`` or ``[ALPHA]``;
+``tests/core/test_metrics_parity.py`` holds the comparison and the reasons
+for what is left out). A metric a release does not have is not registered
+when Berth follows that release (:class:`~berth.features.Features`). What
+Berth adds of its own is ``berth_*``.
 
 One registry per process, owned by the core (no module-level singleton),
 exposed by the HTTP adapter. The hot paths (the loop, the framework, the
@@ -16,12 +20,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from berth import features
+
 __all__ = [
+    "ENTITY_POD",
     "PLUGIN_METRICS_SAMPLE_PERCENT",
+    "QUEUES",
     "STATUS_CODES",
     "Metrics",
     "Observations",
@@ -29,6 +37,18 @@ __all__ = [
     "QueueRecorder",
     "exponential_buckets",
 ]
+
+#: The queues ``scheduler_pending_pods`` and ``scheduler_queued_entities`` count.
+QUEUES = ("active", "backoff", "unschedulable", "gated")
+#: ``scheduler_queued_entities``' and ``scheduler_queue_incoming_entities_total``'s
+#: type of a pod that belongs to no (Workload API) pod group.
+ENTITY_POD = "pod"
+
+
+def _help(level: str, text: str) -> str:
+    """component-base's ``annotateStabilityLevel``: ``[LEVEL] help``."""
+    return f"[{level}] {text}"
+
 
 #: kube-scheduler records ``scheduler_plugin_execution_duration_seconds`` in
 #: this percentage of scheduling cycles only (``pluginMetricsSamplePercent``,
@@ -114,7 +134,14 @@ class _CountPending(Collector):
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """Berth's registry. ``feats`` says which release's metrics to
+    register (default: the newest release Berth follows)."""
+
+    def __init__(self, feats: features.Features | None = None) -> None:
+        version = feats.version if feats is not None else features.NEWEST
+        # No *_created series: kube-scheduler (component-base) exposes none.
+        # prometheus-client's switch is process-wide (read at each scrape).
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         r = self.registry
         self._pending = _CountPending()
@@ -122,106 +149,196 @@ class Metrics:
         # --- kube-scheduler's (metrics.go InitMetrics, in its order)
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts_total",
-            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
-            "scheduled, while 'error' means an internal scheduler problem.",
+            _help(
+                "STABLE",
+                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+                "scheduled, while 'error' means an internal scheduler problem.",
+            ),
             ["result", "profile"],
             registry=r,
         )
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            _help("STABLE", "Scheduling attempt latency in seconds (scheduling algorithm + binding)"),
             ["result", "profile"],
             buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
         self.algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
-            "Scheduling algorithm latency in seconds",
+            _help("BETA", "Scheduling algorithm latency in seconds"),
             buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims",
-            "Number of selected preemption victims",
+            _help("STABLE", "Number of selected preemption victims for preemption initiated by a single pod"),
             buckets=exponential_buckets(1, 2, 7),
             registry=r,
         )
         self.preemption_attempts = Counter(
-            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now", registry=r
+            "scheduler_preemption_attempts_total",
+            _help("STABLE", "Total preemption attempts in the cluster till now"),
+            registry=r,
         )
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
-            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
-            "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that "
-            "the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that "
-            "the scheduler never attempted to schedule because they are gated.",
+            _help(
+                "STABLE",
+                "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
+                "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities "
+                "that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods "
+                "that the scheduler never attempted to schedule because they are gated; 'incomplete' means number "
+                "of pods in incompletePodGroupPods; 'pending' means number of pods in pendingPodGroupPods.",
+            ),
             ["queue"],
             registry=r,
         )
+        #: By queue and entity type (1.37); None before. Every Berth pod is
+        #: an entity of its own (no Workload API pod groups): type "pod".
+        self.queued_entities: Gauge | None = None
+        if version >= features.KubeVersion(1, 37):
+            self.queued_entities = Gauge(
+                "scheduler_queued_entities",
+                _help(
+                    "ALPHA",
+                    "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods "
+                    "that are not members of any podgroup) by the queue type. 'active' means number of entities in "
+                    "activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' means number of "
+                    "entities in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' "
+                    "is the number of unschedulable entities that the scheduler never attempted to schedule because "
+                    "they are gated.",
+                ),
+                ["queue", "type"],
+                registry=r,
+            )
         # Berth's "goroutines" are asyncio tasks; only the binding cycles run
         # apart from the loop (Filter/Score are vectorised, not fanned out to
         # workers), so operation="binding" is the one label value.
         self.goroutines = Gauge(
             "scheduler_goroutines",
-            "Number of running goroutines split by the work they do such as binding.",
+            _help("BETA", "Number of running goroutines split by the work they do such as binding."),
             ["operation"],
             registry=r,
         )
         self.pod_scheduling_sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might "
-            "involve multiple scheduling attempts.",
+            _help(
+                "BETA",
+                "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and "
+                "might involve multiple scheduling attempts.",
+            ),
             ["attempts"],
             buckets=exponential_buckets(0.01, 2, 20),
             registry=r,
         )
         self.pod_scheduling_attempts = Histogram(
             "scheduler_pod_scheduling_attempts",
-            "Number of attempts to successfully schedule a pod.",
+            _help("STABLE", "Number of attempts to successfully schedule a pod."),
             buckets=exponential_buckets(1, 2, 5),
             registry=r,
         )
+        #: Pods bound after podMaxInUnschedulablePodsDuration flushed them (1.36); None before.
+        self.pod_scheduled_after_flush: Counter | None = None
+        if version >= features.KubeVersion(1, 36):
+            self.pod_scheduled_after_flush = Counter(
+                "scheduler_pod_scheduled_after_flush_total",
+                _help(
+                    "ALPHA",
+                    "Number of pods that were successfully scheduled after being flushed from unschedulableEntities "
+                    "due to timeout. This metric helps detect potential queueing hint misconfigurations or event "
+                    "handling issues.",
+                ),
+                registry=r,
+            )
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
-            "Latency for running all plugins of a specific extension point.",
+            _help("STABLE", "Latency for running all plugins of a specific extension point."),
             ["extension_point", "status", "profile"],
             buckets=exponential_buckets(0.0001, 2, 12),
             registry=r,
         )
         self.plugin_execution_duration = Histogram(
             "scheduler_plugin_execution_duration_seconds",
-            "Duration for running a plugin at a specific extension point.",
+            _help("BETA", "Duration for running a plugin at a specific extension point."),
             ["plugin", "extension_point", "status"],
             buckets=exponential_buckets(0.00001, 1.5, 20),
             registry=r,
         )
         self.queue_incoming = Counter(
             "scheduler_queue_incoming_pods_total",
-            "Number of pods added to scheduling queues by event and queue type.",
+            _help("STABLE", "Number of pods added to scheduling queues by event and queue type."),
             ["queue", "event"],
             registry=r,
         )
+        #: By queue, event and entity type (1.37); None before.
+        self.queue_incoming_entities: Counter | None = None
+        if version >= features.KubeVersion(1, 37):
+            self.queue_incoming_entities = Counter(
+                "scheduler_queue_incoming_entities_total",
+                _help(
+                    "ALPHA",
+                    "Number of scheduling entities added to scheduling queues by event, queue type, and entity type. "
+                    "Entity types are either 'pod' (for individual pods that are not members of any podgroup) or "
+                    "'podgroup'.",
+                ),
+                ["queue", "event", "type"],
+                registry=r,
+            )
         self.permit_wait_duration = Histogram(
             "scheduler_permit_wait_duration_seconds",
-            "Duration of waiting on permit.",
+            _help("BETA", "Duration of waiting on permit."),
             ["result"],
             buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
         self.cache_size = Gauge(
             "scheduler_cache_size",
-            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            _help("ALPHA", "Number of nodes, pods, and assumed (bound) pods in the scheduler cache."),
             ["type"],
             registry=r,
         )
         self.unschedulable_pods = Gauge(
             "scheduler_unschedulable_pods",
-            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all "
-            "plugins that caused it to not schedule and so this metric have meaning only when broken down by "
-            "plugin.",
+            _help(
+                "BETA",
+                "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for "
+                "all plugins that caused it to not schedule and so this metric have meaning only when broken down "
+                "by plugin.",
+            ),
             ["plugin", "profile"],
             registry=r,
         )
+        # Registered with GenericWorkload only (metrics.go Register, v1.37.2);
+        # Berth's preemptors are pods: preemptor="pod".
+        self.preemption_evaluation_duration: Histogram | None = None
+        self.preemption_execution_duration: Histogram | None = None
+        self.preemption_pdb_violations: Counter | None = None
+        if version >= features.KubeVersion(1, 37) and feats is not None and feats.generic_workload:
+            self.preemption_evaluation_duration = Histogram(
+                "scheduler_preemption_evaluation_duration_seconds",
+                _help("ALPHA", "Duration in seconds for identifying the target preemption victims."),
+                ["preemptor", "result"],
+                buckets=exponential_buckets(0.001, 2, 16),
+                registry=r,
+            )
+            self.preemption_execution_duration = Histogram(
+                "scheduler_preemption_execution_duration_seconds",
+                _help(
+                    "ALPHA",
+                    "Duration in seconds for preempting the target preemption victims. With async preemption "
+                    "enabled, preemption execution does not block the scheduling of other pods.",
+                ),
+                ["preemptor", "result"],
+                buckets=exponential_buckets(0.001, 2, 16),
+                registry=r,
+            )
+            self.preemption_pdb_violations = Counter(
+                "scheduler_preemption_pdb_violations_total",
+                _help("ALPHA", "Total number of pod disruption budget violations caused by preemption."),
+                ["preemptor"],
+                registry=r,
+            )
         # --- Berth's own
         self.extender_requests = Counter(
             "berth_extender_requests",
@@ -236,8 +353,10 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        for q in ("active", "backoff", "unschedulable", "gated"):
+        for q in QUEUES:
             self.pending_pods.labels(q).set(0)
+            if self.queued_entities is not None:
+                self.queued_entities.labels(q, ENTITY_POD).set(0)
         self.goroutines.labels("binding").set(0)
 
         # scheduler_cache_size, read at scrape time from what set_cache_size
@@ -309,18 +428,30 @@ class QueueRecorder:
 
     def __init__(self, metrics: Metrics | None) -> None:
         self._metrics = metrics
-        self._incoming: dict[tuple[str, str], Any] = {}
+        # (queue, event) -> the pods child, and the entities child (1.37) or None.
+        self._incoming: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._unschedulable: dict[tuple[str, str], Any] = {}
         self._pre_enqueue: dict[str, ProfileRecorder] = {}
 
     def incoming(self, queue: str, event: str) -> None:
-        """scheduler_queue_incoming_pods_total{queue, event}."""
-        if self._metrics is None:
+        """scheduler_queue_incoming_pods_total{queue, event} and, from 1.37,
+        scheduler_queue_incoming_entities_total{queue, event, type="pod"}:
+        the queue calls this when a pod enters ``queue`` from elsewhere,
+        which is when upstream's ``recordIncomingEntitiesMetrics`` counts
+        an entity too (``scheduling_queue.go`` v1.37.2)."""
+        m = self._metrics
+        if m is None:
             return
-        child = self._incoming.get((queue, event))
-        if child is None:
-            child = self._incoming[queue, event] = self._metrics.queue_incoming.labels(queue, event)
-        child.inc()
+        children = self._incoming.get((queue, event))
+        if children is None:
+            entities = m.queue_incoming_entities
+            children = self._incoming[queue, event] = (
+                m.queue_incoming.labels(queue, event),
+                None if entities is None else entities.labels(queue, event, ENTITY_POD),
+            )
+        children[0].inc()
+        if children[1] is not None:
+            children[1].inc()
 
     def unschedulable(self, plugins: Iterable[str], profile: str, delta: int) -> None:
         """scheduler_unschedulable_pods{plugin, profile} += delta for each plugin."""

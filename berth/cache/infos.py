@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from berth import features
 from berth.cluster import model, resources
 
 __all__ = ["NodeInfo", "PodInfo"]
@@ -33,20 +34,28 @@ class PodInfo:
     _usage: dict[str, tuple[int, int]] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def of(cls, pod: model.Pod, *, like: PodInfo | None = None) -> PodInfo:
+    def of(cls, pod: model.Pod, *, like: PodInfo | None = None, feats: features.Features | None = None) -> PodInfo:
         """``pod``'s info. With ``like`` (an info of the same pod, e.g. the
-        assumed one when its binding is confirmed) whose spec shares
-        ``pod``'s containers, init containers, overhead and pod-level
-        resources (the very objects: a copy made by replacing other
-        fields), what derives from them is taken from ``like``, not
-        computed again."""
+        assumed one when its binding is confirmed) whose spec and status
+        share ``pod``'s containers, init containers, overhead, pod-level
+        resources and the status a resize reports (the very objects: a copy
+        made by replacing other fields), what derives from them is taken
+        from ``like``, not computed again. ``feats`` (default: the newest
+        release's) chooses how a pod resized in place is counted
+        (:func:`resources.node_info_options`, as ``PodInfo.CalculateResource``)."""
         if like is not None:
             a, b = like.pod.spec, pod.spec
+            sa, sb = like.pod.status, pod.status
             if (
                 a.containers is b.containers
                 and a.init_containers is b.init_containers
                 and a.overhead is b.overhead
                 and a.resources is b.resources
+                and sa.container_statuses is sb.container_statuses
+                and sa.init_container_statuses is sb.init_container_statuses
+                and sa.conditions is sb.conditions
+                and sa.resources is sb.resources
+                and sa.allocated_resources is sb.allocated_resources
             ):
                 md = pod.metadata
                 return cls(pod, md.uid or pod.key, pod.key, like.requests, like.non_zero, like.host_ports, like._usage)
@@ -61,12 +70,13 @@ class PodInfo:
                     ports.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))
         # The derived maps are read-only and shared by every pod requesting
         # the same (model.shared_map): a ReplicaSet's pods hold one of each.
+        options = resources.node_info_options(feats or features.Features.newest())
         return cls(
             pod=pod,
             uid=md.uid or pod.key,
             key=pod.key,
-            requests=model.shared_map(resources.pod_requests(pod)) or _NO_REQUESTS,
-            non_zero=model.shared_map(resources.pod_requests(pod, non_zero=True)),
+            requests=model.shared_map(resources.pod_requests(pod, options=options)) or _NO_REQUESTS,
+            non_zero=model.shared_map(resources.pod_requests(pod, non_zero=True, options=options)),
             host_ports=ports or _NO_HOST_PORTS,
         )
 

@@ -1,25 +1,24 @@
-"""Dynamic Resource Allocation objects: ``resource.k8s.io/v1`` as of Kubernetes v1.34.
+"""Dynamic Resource Allocation objects: ``resource.k8s.io/v1`` as of Kubernetes v1.37.
 
-Field for field the structs of ``k8s.io/api/resource/v1/types.go`` (v0.34.4)
+Field for field the structs of ``k8s.io/api/resource/v1/types.go`` (v0.37.2)
 that scheduling reads, in the style of :mod:`berth.cluster.model`: camelCase
 on the wire, snake_case in Python, unknown keys ignored, so the API server's
 JSON (and a manifest) decodes straight into them with ``msgspec``.
 
-What is left out, and why:
+Every field the scheduler's allocator (:mod:`berth.dra`) reads for the
+features kube-scheduler 1.37 turns on by default is here: partitionable
+devices (``sharedCounters``, ``consumesCounters``, per-device node
+selection), consumable capacity (``allowMultipleAllocations``, capacity
+``requestPolicy``, request ``capacity``, ``distinctAttribute``, results'
+``shareID`` / ``consumedCapacity``), device taints (``taints``, request
+``tolerations``, :class:`DeviceTaintRule`), binding conditions
+(``bindingConditions``, ``bindingFailureConditions``, ``bindsToNode``, the
+claim's ``status.devices``) and DeviceClass ``extendedResourceName``.
 
-- ``Device.bindingConditions`` / ``bindingFailureConditions`` / ``bindsToNode``
-  (``DRADeviceBindingConditions``), ``allowMultipleAllocations`` and the
-  capacity ``requestPolicy`` / request ``capacity`` (``DRAConsumableCapacity``)
-  and ``DeviceConstraint.distinctAttribute``: alpha in v1.34 and off by
-  default; they are decoded where cheap so a device that uses them can be
-  recognised, but the allocator (:mod:`berth.dra`) treats them as the
-  feature-gate-off allocator does.
-- ``ResourceSlice.spec.sharedCounters`` / ``Device.consumesCounters`` /
-  per-device node selection (``DRAPartitionableDevices``, alpha): decoded; a
-  device that consumes counters is never allocated and a slice with
-  ``perDeviceNodeSelection`` is skipped, as upstream does with the gate off.
-- ``ResourceClaimStatus.devices`` (device status written by drivers) and
-  ``AllocationResult.allocationTimestamp``: not read by the scheduler.
+What is left out, and why: the alpha fields of 1.37 that are off by default
+and that the API server drops while their gates are off (list-typed
+attributes, derived attributes, compatibility groups, node-allocatable
+resources, ``partitionTypeAttribute``, ``skipNodeOperations``).
 
 Resource quantities stay as written ("40Gi", 8); :mod:`berth.cluster.resources`
 parses them.
@@ -40,9 +39,17 @@ __all__ = [
     "CONFIG_SOURCE_CLAIM",
     "CONFIG_SOURCE_CLASS",
     "DELETE_PROTECTION_FINALIZER",
+    "DEVICE_TAINT_EFFECT_NONE",
+    "DEVICE_TAINT_EFFECT_NO_EXECUTE",
+    "DEVICE_TAINT_EFFECT_NO_SCHEDULE",
+    "FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE",
     "RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE",
+    "AllocatedDeviceStatus",
     "AllocationResult",
     "CELDeviceSelector",
+    "CapacityRequestPolicy",
+    "CapacityRequestPolicyRange",
+    "CapacityRequirements",
     "Counter",
     "CounterSet",
     "Device",
@@ -63,6 +70,9 @@ __all__ = [
     "DeviceSelector",
     "DeviceSubRequest",
     "DeviceTaint",
+    "DeviceTaintRule",
+    "DeviceTaintRuleSpec",
+    "DeviceTaintSelector",
     "DeviceToleration",
     "ExactDeviceRequest",
     "OpaqueDeviceConfiguration",
@@ -89,10 +99,18 @@ CONFIG_SOURCE_CLAIM = "FromClaim"
 
 #: ``resourceapi.AllocationResultsMaxSize``: at most this many devices per claim.
 ALLOCATION_RESULTS_MAX_SIZE = 32
+#: ``resourceapi.FirstAvailableDeviceRequestMaxSize``: at most this many subrequests.
+FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: at most this many consumers.
 RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE = 256
 #: ``resourceapi.Finalizer``: set by the scheduler before it writes an allocation.
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+#: ``DeviceTaintEffect`` values. Only NoSchedule and NoExecute keep a device
+#: from being allocated; None (1.37) and effects newer than this code do not.
+DEVICE_TAINT_EFFECT_NONE = "None"
+DEVICE_TAINT_EFFECT_NO_SCHEDULE = "NoSchedule"
+DEVICE_TAINT_EFFECT_NO_EXECUTE = "NoExecute"
 
 
 class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
@@ -117,18 +135,40 @@ class ResourcePool(_K8s):
 
 
 class DeviceAttribute(_K8s):
-    """Exactly one of the values is set (API validation); ``version`` is semver 2.0."""
+    """Exactly one of the values is set (API validation); ``version`` is semver 2.0.
+    The list values are DRAListTypeAttributes' (alpha, off): CEL sees them,
+    constraints treat them as an unknown type, as upstream with the gate off."""
 
     int_value: int | None = msgspec.field(default=None, name="int")
     bool_value: bool | None = msgspec.field(default=None, name="bool")
     string_value: str | None = msgspec.field(default=None, name="string")
     version_value: str | None = msgspec.field(default=None, name="version")
+    int_values: list[int] | None = msgspec.field(default=None, name="ints")
+    bool_values: list[bool] | None = msgspec.field(default=None, name="bools")
+    string_values: list[str] | None = msgspec.field(default=None, name="strings")
+    version_values: list[str] | None = msgspec.field(default=None, name="versions")
+
+
+class CapacityRequestPolicyRange(_K8s):
+    """``min`` is required (API validation); ``step`` only with ``min``."""
+
+    min: model.Quantity | None = None
+    max: model.Quantity | None = None
+    step: model.Quantity | None = None
+
+
+class CapacityRequestPolicy(_K8s):
+    """How much of a consumable capacity one allocation may take
+    (``DRAConsumableCapacity``): at most one of ``validValues`` and ``validRange``."""
+
+    default: model.Quantity | None = None
+    valid_values: list[model.Quantity] = []
+    valid_range: CapacityRequestPolicyRange | None = None
 
 
 class DeviceCapacity(_K8s):
     value: model.Quantity
-    #: ``DRAConsumableCapacity`` (alpha): decoded, not used.
-    request_policy: dict[str, Any] | None = None
+    request_policy: CapacityRequestPolicy | None = None
 
 
 class Counter(_K8s):
@@ -143,6 +183,8 @@ class CounterSet(_K8s):
 class DeviceCounterConsumption(_K8s):
     counter_set: str
     counters: dict[str, Counter] = {}
+    #: DRADeviceCompatibilityGroups (alpha, off): a slice that uses them is ignored.
+    compatibility_groups: list[str] = []
 
 
 class DeviceTaint(_K8s):
@@ -152,7 +194,36 @@ class DeviceTaint(_K8s):
     time_added: str | None = None
 
 
+class DeviceTaintSelector(_K8s):
+    """Which devices a DeviceTaintRule taints: all fields ANDed, unset ones match all."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(_K8s):
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint = msgspec.field(default_factory=lambda: DeviceTaint(key="", effect=""))
+
+
+class DeviceTaintRule(_K8s):
+    """Adds ``spec.taint`` to every device its selector matches (resource.k8s.io/v1 since 1.37)."""
+
+    api_version: str = API_VERSION
+    kind: str = "DeviceTaintRule"
+    metadata: model.ObjectMeta = msgspec.field(default_factory=model.ObjectMeta)
+    spec: DeviceTaintRuleSpec = msgspec.field(default_factory=DeviceTaintRuleSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
 class Device(_K8s):
+    """A device; the taints are the slice's plus those DeviceTaintRules add
+    (the DraStore patches them in, as kube-scheduler's slice tracker does)."""
+
     name: str
     #: Keys are QualifiedNames: ``id`` (the driver's domain) or ``domain/id``.
     attributes: dict[str, DeviceAttribute] = {}
@@ -166,6 +237,8 @@ class Device(_K8s):
     binds_to_node: bool | None = None
     binding_conditions: list[str] = []
     binding_failure_conditions: list[str] = []
+    #: ``DRAConsumableCapacity``: the device may be allocated more than once
+    #: (each allocation a share with its own ``shareID``).
     allow_multiple_allocations: bool | None = None
 
 
@@ -257,6 +330,12 @@ class DeviceToleration(_K8s):
     toleration_seconds: int | None = None
 
 
+class CapacityRequirements(_K8s):
+    """How much of each consumable capacity of a device one allocation takes."""
+
+    requests: dict[str, model.Quantity] = {}
+
+
 class ExactDeviceRequest(_K8s):
     device_class_name: str
     selectors: list[DeviceSelector] = []
@@ -266,8 +345,7 @@ class ExactDeviceRequest(_K8s):
     count: int = 1
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] = []
-    #: ``DRAConsumableCapacity`` (alpha): decoded, not used.
-    capacity: dict[str, Any] | None = None
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceSubRequest(_K8s):
@@ -277,7 +355,7 @@ class DeviceSubRequest(_K8s):
     allocation_mode: str = ALLOCATION_MODE_EXACT_COUNT
     count: int = 1
     tolerations: list[DeviceToleration] = []
-    capacity: dict[str, Any] | None = None
+    capacity: CapacityRequirements | None = None
 
 
 class DeviceRequest(_K8s):
@@ -292,7 +370,7 @@ class DeviceConstraint(_K8s):
     requests: list[str] = []
     #: A FullyQualifiedName ``domain/id`` all the devices must share a value of.
     match_attribute: str | None = None
-    #: ``DRAConsumableCapacity`` (alpha): decoded, refused by the allocator.
+    #: A FullyQualifiedName all the devices must have distinct values of.
     distinct_attribute: str | None = None
 
 
@@ -328,7 +406,13 @@ class DeviceRequestAllocationResult(_K8s):
     pool: str
     device: str
     admin_access: bool | None = None
+    #: The request's tolerations, copied when the device was allocated.
     tolerations: list[DeviceToleration] = []
+    binding_conditions: list[str] = []
+    binding_failure_conditions: list[str] = []
+    #: One share of a device that allows multiple allocations.
+    share_id: str | None = msgspec.field(default=None, name="shareID")
+    consumed_capacity: dict[str, model.Quantity] = {}
 
 
 class DeviceAllocationConfiguration(_K8s):
@@ -357,10 +441,25 @@ class ResourceClaimConsumerReference(_K8s):
     uid: str = ""
 
 
+class AllocatedDeviceStatus(_K8s):
+    """What a driver reports about one allocated device; the scheduler reads
+    ``conditions`` (binding conditions) only."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = msgspec.field(default=None, name="shareID")
+    #: metav1.Condition objects (``type``, ``status``, ...), as written.
+    conditions: list[dict[str, Any]] = []
+    data: Any = None
+    network_data: dict[str, Any] | None = None
+
+
 class ResourceClaimStatus(_K8s):
     allocation: AllocationResult | None = None
     #: At most :data:`RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE` consumers.
     reserved_for: list[ResourceClaimConsumerReference] = []
+    devices: list[AllocatedDeviceStatus] = []
 
 
 class ResourceClaim(_K8s):

@@ -1,20 +1,24 @@
 """The API server's validation of the ``resource.k8s.io/v1`` objects the
 embedded cluster and the Cluster feed take, with its messages.
 
-A port of what ``pkg/apis/resource/validation/validation.go`` (v1.34.4)
+A port of what ``pkg/apis/resource/validation/validation.go`` (v1.37.2)
 checks that scheduling relies on: names, a slice's driver, pool and exactly
-one way of selecting nodes, unique device (and request) names, an
-attribute's single value, a request's exactly-one-of ``exactly`` /
-``firstAvailable``, its device class, allocation mode and count, selectors
-that carry a CEL expression, constraints naming known requests, at most 32
-allocated devices and 256 consumers. Like :mod:`berth.cluster.validation` it
-stops at the first error (an :class:`~berth.errors.InvalidArgument` whose
-message is a ``field.Error``).
+one way of selecting nodes, ``devices`` or ``sharedCounters`` but not both,
+unique device (and request) names, an attribute's single value, device
+taints (key, value, effect), counter sets and counter consumption,
+per-device node selection, binding conditions, capacity request policies
+(only on devices that allow multiple allocations); a request's
+exactly-one-of ``exactly`` / ``firstAvailable``, its device class,
+allocation mode, count and tolerations, selectors that carry a CEL
+expression, constraints naming known requests, at most 32 allocated
+devices and 256 consumers. Like :mod:`berth.cluster.validation` it stops at
+the first error (an :class:`~berth.errors.InvalidArgument` whose message is
+a ``field.Error``).
 
 Not checked here: that a CEL expression compiles (the allocator compiles it
 and reports a broken one at Filter, as kube-scheduler does for a stored
-expression), its cost, and the alpha fields (counters, binding conditions,
-consumable capacity) that :mod:`berth.dra` ignores.
+expression), its cost, the numbers inside a request policy (ranges and
+valid values against the capacity), and the alpha fields the model leaves out.
 """
 
 from __future__ import annotations
@@ -37,6 +41,28 @@ FIRST_AVAILABLE_MAX = 8
 SELECTORS_MAX = 32
 SLICE_DEVICES_MAX = 128
 CONSTRAINTS_MAX = 32
+#: ResourceSliceMaxDevicesWithAdvancedFeatures (taints or counters), ResourceSliceMaxCounterSets,
+#: ResourceSliceMaxCountersPerCounterSet, ResourceSliceMaxDeviceCounterConsumptionsPerDevice,
+#: DeviceTaintsMaxLength, DeviceTolerationsMaxLength, BindingConditionsMaxSize.
+SLICE_DEVICES_MAX_ADVANCED = 64
+COUNTER_SETS_MAX = 8
+COUNTERS_MAX = 32
+COUNTER_CONSUMPTIONS_MAX = 2
+TAINTS_MAX = 16
+TOLERATIONS_MAX = 16
+BINDING_CONDITIONS_MAX = 4
+_TAINT_EFFECTS = (dra.DEVICE_TAINT_EFFECT_NO_EXECUTE, dra.DEVICE_TAINT_EFFECT_NO_SCHEDULE, dra.DEVICE_TAINT_EFFECT_NONE)
+_TOLERATION_OPERATORS = ("Equal", "Exists")
+
+
+class _Nil:
+    """A nil value as field.Error prints it."""
+
+    def __str__(self) -> str:
+        return "null"
+
+
+NIL = _Nil()
 #: resource.CELSelectorExpressionMaxLength
 CEL_MAX_LENGTH = 10 * 1024
 _MODES = (dra.ALLOCATION_MODE_ALL, dra.ALLOCATION_MODE_EXACT_COUNT)
@@ -97,7 +123,10 @@ def validate_resource_slice(obj: dra.ResourceSlice) -> None:
         raise required("spec", one_of)
     if len(chosen) > 1:
         raise invalid("spec", "{" + ", ".join(chosen) + "}", f"{one_of}, but multiple fields are set")
-    _too_many("spec.devices", len(spec.devices), SLICE_DEVICES_MAX)
+    if spec.shared_counters and spec.devices:
+        raise invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed")
+    advanced = any(d.taints or d.consumes_counters for d in spec.devices)
+    _too_many("spec.devices", len(spec.devices), SLICE_DEVICES_MAX_ADVANCED if advanced else SLICE_DEVICES_MAX)
     seen: set[str] = set()
     for i, device in enumerate(spec.devices):
         at = f"spec.devices[{i}]"
@@ -113,6 +142,115 @@ def validate_resource_slice(obj: dra.ResourceSlice) -> None:
                 raise (required if n == 0 else invalid_one)(
                     f"{at}.attributes[{key}]", "exactly one value must be specified"
                 )
+        _device(device, at, bool(spec.per_device_node_selection))
+    _counter_sets([(c.name, c.counters) for c in spec.shared_counters], "spec.sharedCounters", "name", COUNTER_SETS_MAX)
+
+
+def _device(device: dra.Device, at: str, per_device: bool) -> None:
+    """validateDevice's checks of capacity, taints, counters, node selection and binding conditions."""
+    multi = bool(device.allow_multiple_allocations)
+    for name, cap in device.capacity.items():
+        policy = cap.request_policy
+        if policy is None:
+            continue
+        where = f"{at}.capacity[{name}].requestPolicy"
+        if not multi:
+            raise validation.forbidden(where, "allowMultipleAllocations must be true")
+        if policy.valid_values and policy.valid_range is not None:
+            raise validation.forbidden(
+                where,
+                'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time',
+            )
+        kind = "validValues" if policy.valid_values else "validRange" if policy.valid_range is not None else ""
+        if kind and policy.default is None:
+            raise required(f"{where}.default", f"required when {kind} is defined")
+    _too_many(f"{at}.taints", len(device.taints), TAINTS_MAX)
+    for j, taint in enumerate(device.taints):
+        validation.validate_label_name(taint.key, f"{at}.taints[{j}].key")
+        if taint.value:
+            _check(f"{at}.taints[{j}].value", taint.value, validation.is_valid_label_value(taint.value))
+        if not taint.effect:
+            raise required(f"{at}.taints[{j}].effect")
+        if taint.effect not in _TAINT_EFFECTS:
+            raise not_supported(f"{at}.taints[{j}].effect", taint.effect, sorted(_TAINT_EFFECTS))
+    _counter_sets(
+        [(u.counter_set, u.counters) for u in device.consumes_counters],
+        f"{at}.consumesCounters",
+        "counterSet",
+        COUNTER_CONSUMPTIONS_MAX,
+    )
+    chosen = []
+    if device.node_name is not None:
+        if not device.node_name and per_device:
+            raise invalid(f"{at}.nodeName", "", "must not be empty")
+        chosen.append("`nodeName`")
+    if device.node_selector is not None:
+        chosen.append("`nodeSelector`")
+    if device.all_nodes is not None:
+        if not device.all_nodes and per_device:
+            raise invalid(f"{at}.allNodes", False, "must be either unset or set to true")
+        chosen.append("`allNodes`")
+    one_of = (
+        "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` "
+        "is set to true in the ResourceSlice spec"
+    )
+    if per_device and not chosen:
+        raise required(at, one_of)
+    if per_device and len(chosen) > 1:
+        raise invalid(at, "{" + ", ".join(chosen) + "}", one_of)
+    if not per_device and chosen:
+        raise invalid(
+            at,
+            NIL,
+            "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true "
+            "in the ResourceSlice spec",
+        )
+    _binding(device.binding_conditions, device.binding_failure_conditions, at)
+
+
+def _counter_sets(sets: list[tuple[str, dict[str, dra.Counter]]], path: str, field: str, most: int) -> None:
+    """Counter sets (or a device's use of them): at most ``most``, each named
+    (uniquely) with 1 to 32 named counters."""
+    _too_many(path, len(sets), most)
+    names: set[str] = set()
+    for i, (name, counters) in enumerate(sets):
+        at = f"{path}[{i}]"
+        if not name:
+            raise required(f"{at}.{field}")
+        _check(f"{at}.{field}", name, validation.is_dns1123_label(name))
+        if name in names:
+            raise duplicate(f"{at}.{field}", name)
+        names.add(name)
+        if not counters:
+            raise required(f"{at}.counters")
+        _too_many(f"{at}.counters", len(counters), COUNTERS_MAX)
+        for key in counters:
+            _check(f"{at}.counters[{key}]", key, validation.is_dns1123_label(key))
+
+
+def _binding(conditions: list[str], failures: list[str], at: str) -> None:
+    """validateDeviceBindingParameters."""
+    for field, values in (("bindingConditions", conditions), ("bindingFailureConditions", failures)):
+        _too_many(f"{at}.{field}", len(values), BINDING_CONDITIONS_MAX)
+        seen: set[str] = set()
+        for j, value in enumerate(values):
+            validation.validate_label_name(value, f"{at}.{field}[{j}]")
+            if value in seen:
+                raise duplicate(f"{at}.{field}[{j}]", value)
+            seen.add(value)
+    for j, value in enumerate(failures):
+        if value in conditions:
+            raise invalid(
+                f"{at}.bindingFailureConditions[{j}]",
+                value,
+                "bindingFailureConditions must not overlap with bindingConditions",
+            )
+    if failures and not conditions:
+        raise invalid(f"{at}.bindingConditions", [], "bindingConditions are required to use bindingFailureConditions")
+    if conditions and not failures:
+        raise invalid(
+            f"{at}.bindingFailureConditions", [], "bindingFailureConditions are required to use bindingConditions"
+        )
 
 
 def invalid_one(path: str, detail: str) -> InvalidArgument:
@@ -170,11 +308,12 @@ def _claim_spec(spec: dra.ResourceClaimSpec, path: str) -> None:
             raise required(rat, _ONE_KIND)
         if kinds > 1:
             raise invalid(
-                rat, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"
+                rat, NIL, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"
             )
         if request.exactly is not None:
             e = request.exactly
             _exact(e.device_class_name, e.selectors, e.allocation_mode, e.count, f"{rat}.exactly")
+            _tolerations(e.tolerations, f"{rat}.exactly.tolerations")
         _too_many(f"{rat}.firstAvailable", len(request.first_available), FIRST_AVAILABLE_MAX)
         for j, sub in enumerate(request.first_available):
             sat = f"{rat}.firstAvailable[{j}]"
@@ -183,6 +322,7 @@ def _claim_spec(spec: dra.ResourceClaimSpec, path: str) -> None:
                 raise duplicate(f"{sat}.name", sub.name)
             subs.add(sub.name)
             _exact(sub.device_class_name, sub.selectors, sub.allocation_mode, sub.count, sat)
+            _tolerations(sub.tolerations, f"{sat}.tolerations")
         names[request.name] = subs
     _too_many(f"{at}.constraints", len(devices.constraints), CONSTRAINTS_MAX)
     for i, c in enumerate(devices.constraints):
@@ -190,16 +330,37 @@ def _claim_spec(spec: dra.ResourceClaimSpec, path: str) -> None:
         for j, ref in enumerate(c.requests):
             _request_ref(ref, names, f"{cat}.requests[{j}]")
         if c.match_attribute is None and c.distinct_attribute is None:
-            raise required(f"{cat}.matchAttribute")
+            raise required(
+                cat, 'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set'
+            )
+        field = "matchAttribute" if c.match_attribute is not None else "distinctAttribute"
         attr = c.match_attribute or c.distinct_attribute or ""
         domain, sep, ident = attr.partition("/")
         if not sep or not domain or not ident:
             raise invalid(
-                f"{cat}.matchAttribute", attr, "a fully qualified name must be a domain and a name separated by a slash"
+                f"{cat}.{field}", attr, "a fully qualified name must be a domain and a name separated by a slash"
             )
     for i, conf in enumerate(devices.config):
         for j, ref in enumerate(conf.requests):
             _request_ref(ref, names, f"{at}.config[{i}].requests[{j}]")
+
+
+def _tolerations(tolerations: list[dra.DeviceToleration], path: str) -> None:
+    """validateDeviceToleration."""
+    _too_many(path, len(tolerations), TOLERATIONS_MAX)
+    for i, t in enumerate(tolerations):
+        at = f"{path}[{i}]"
+        if t.key:
+            validation.validate_label_name(t.key, f"{at}.key")
+        if t.operator == "Exists":
+            if t.value:
+                raise invalid(f"{at}.value", t.value, "must be empty for operator `Exists`")
+        elif t.operator in ("Equal", ""):  # "" is defaulted to Equal (SetDefaults_DeviceToleration)
+            _check(f"{at}.value", t.value, validation.is_valid_label_value(t.value))
+        else:
+            raise not_supported(f"{at}.operator", t.operator, _TOLERATION_OPERATORS)
+        if t.effect and t.effect not in _TAINT_EFFECTS:
+            raise not_supported(f"{at}.effect", t.effect, sorted(_TAINT_EFFECTS))
 
 
 def _request_name(name: str, path: str) -> None:

@@ -482,6 +482,9 @@ class EmbeddedCluster(StorageObjects):
     async def report_scheduled(self, pod: model.Pod, node: str) -> None:
         _remember(self.events, (pod.key, "Scheduled", f"Successfully assigned {pod.key} to {node}"))
 
+    async def report_preempted(self, pod: model.Pod, message: str) -> None:
+        _remember(self.events, (pod.key, "Preempted", message))
+
     def _as_source(self) -> Source:
         return self
 

@@ -29,10 +29,14 @@ __all__ = [
     "ContainerImage",
     "ContainerPort",
     "ContainerResourceClaim",
+    "ContainerRestartRule",
+    "ContainerStatus",
+    "EphemeralContainer",
     "EphemeralVolumeSource",
     "FrozenDict",
     "GCEPersistentDiskVolumeSource",
     "ISCSIVolumeSource",
+    "ImageVolumeSource",
     "LabelSelector",
     "LabelSelectorRequirement",
     "Namespace",
@@ -49,6 +53,7 @@ __all__ = [
     "Pod",
     "PodAffinity",
     "PodAffinityTerm",
+    "PodCondition",
     "PodDisruptionBudget",
     "PodGroup",
     "PodResourceClaim",
@@ -71,6 +76,7 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "Volume",
+    "VolumeMount",
     "WeightedPodAffinityTerm",
     "Workload",
     "pod_key",
@@ -339,12 +345,29 @@ class ResourceRequirements(_K8s):
             self.limits = _interned(self.limits)
 
 
+class ContainerRestartRule(_K8s):
+    """One of a container's ``restartPolicyRules``; NodeDeclaredFeatures reads its action."""
+
+    action: str = ""
+
+
+class VolumeMount(_K8s):
+    """A container's volume mount, kept for ``bindMountOptions`` alone
+    (NodeDeclaredFeatures' VolumeBindMountOptions): the mount's name differs
+    from pod to pod (``kube-api-access-*``) and would keep containers from
+    being shared."""
+
+    bind_mount_options: list[str] = []
+
+
 class Container(_K8s):
     name: str = ""
     image: str = ""
     resources: ResourceRequirements | None = None
     ports: list[ContainerPort] = []
     restart_policy: str | None = None
+    restart_policy_rules: list[ContainerRestartRule] = []
+    volume_mounts: list[VolumeMount] = []
 
     def __post_init__(self) -> None:
         self.name, self.image = _i(self.name), _i(self.image)
@@ -424,6 +447,13 @@ class CSIVolumeSource(_K8s):
     read_only: bool = False
 
 
+class ImageVolumeSource(_K8s):
+    """``volumes[].image``: the OCI reference ImageLocality scores like a container's image."""
+
+    reference: str = ""
+    pull_policy: str = ""
+
+
 class Volume(_K8s):
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
@@ -433,6 +463,15 @@ class Volume(_K8s):
     rbd: RBDVolumeSource | None = None
     iscsi: ISCSIVolumeSource | None = None
     csi: CSIVolumeSource | None = None
+    #: An OCI image or artifact mounted as a volume (ImageLocality counts its image).
+    image: ImageVolumeSource | None = None
+
+
+class EphemeralContainer(_K8s):
+    """An ephemeral (debug) container: never counted in requests; NodeDeclaredFeatures reads its mounts."""
+
+    name: str = ""
+    volume_mounts: list[VolumeMount] = []
 
 
 class PodSpec(_K8s):
@@ -450,9 +489,13 @@ class PodSpec(_K8s):
     overhead: ResourceList = {}
     scheduling_gates: list[SchedulingGate] = []
     host_network: bool = False
+    #: False: the pod runs in a user namespace (None: the API server's default, true).
+    host_users: bool | None = None
     resources: ResourceRequirements | None = None
     resource_claims: list[PodResourceClaim] = []
     volumes: list[Volume] = []
+    #: Only their volume mounts are kept (NodeDeclaredFeatures).
+    ephemeral_containers: list[EphemeralContainer] = []
 
     def __post_init__(self) -> None:
         self.node_name, self.scheduler_name = _i(self.node_name), _i(self.scheduler_name)
@@ -461,10 +504,35 @@ class PodSpec(_K8s):
             self.node_selector = _interned(self.node_selector)
 
 
+class PodCondition(_K8s):
+    """A pod condition; the scheduler reads ``PodResizePending`` (reason
+    ``Infeasible`` or ``Deferred``) to count a resizing pod's requests."""
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+
+
+class ContainerStatus(_K8s):
+    """What the kubelet reports of a container's resources during and after an
+    in-place resize: ``allocatedResources`` (what it admitted; None: not
+    reported) and ``resources`` (what is actuated)."""
+
+    name: str = ""
+    allocated_resources: ResourceList | None = None
+    resources: ResourceRequirements | None = None
+
+
 class PodStatus(_K8s):
     phase: str = ""
     nominated_node_name: str = ""
     resource_claim_statuses: list[PodResourceClaimStatus] = []
+    conditions: list[PodCondition] = []
+    container_statuses: list[ContainerStatus] = []
+    init_container_statuses: list[ContainerStatus] = []
+    #: Pod-level ``allocatedResources`` and actuated ``resources`` (InPlacePodLevelResourcesVerticalScaling).
+    allocated_resources: ResourceList | None = None
+    resources: ResourceRequirements | None = None
 
     def __post_init__(self) -> None:
         self.phase, self.nominated_node_name = _i(self.phase), _i(self.nominated_node_name)
@@ -574,17 +642,27 @@ def share_containers(pod: Pod) -> Pod:
         spec.topology_spread_constraints = _shared_list(spec.topology_spread_constraints)
         spec.scheduling_gates = _shared_list(spec.scheduling_gates)
         spec.resource_claims, spec.volumes = _shared_list(spec.resource_claims), _shared_list(spec.volumes)
+        spec.ephemeral_containers = _shared_list(spec.ephemeral_containers)
         _share_requirements(spec.resources)
         for containers in (spec.containers, spec.init_containers):
             if type(containers) is list:
                 for c in containers:
                     if type(c) is Container:
                         c.ports = _shared_list(c.ports)
+                        c.restart_policy_rules = _shared_list(c.restart_policy_rules)
+                        c.volume_mounts = _shared_list(c.volume_mounts)
                         _share_requirements(c.resources)
         spec.containers = _shared_structs("containers", spec.containers)
         spec.init_containers = _shared_structs("initContainers", spec.init_containers)
     if type(status) is PodStatus:
         status.resource_claim_statuses = _shared_list(status.resource_claim_statuses)
+        # The kubelet reports every running container's resources and the
+        # same few conditions for every pod: equal across a ReplicaSet's pods.
+        status.conditions = _shared_structs("conditions", status.conditions)
+        status.allocated_resources = _shared_dict(status.allocated_resources)
+        _share_requirements(status.resources)
+        status.container_statuses = _shared_structs("containerStatuses", status.container_statuses)
+        status.init_container_statuses = _shared_structs("initContainerStatuses", status.init_container_statuses)
     return pod
 
 
@@ -624,6 +702,8 @@ class NodeStatus(_K8s):
     capacity: ResourceList = {}
     allocatable: ResourceList = {}
     images: list[ContainerImage] = []
+    #: Features the kubelet declares (NodeDeclaredFeatures; sorted, as the API server requires).
+    declared_features: list[str] = []
 
     def __post_init__(self) -> None:
         if self.capacity:

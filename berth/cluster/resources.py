@@ -36,18 +36,29 @@ A pod's effective request is kube-scheduler's
 ``k8s.io/component-helpers/resource.PodRequests``: the sum of its containers,
 raised to the largest init container (sidecars — restartable init containers —
 add to both), plus pod overhead. Pod-level resources (KEP-2837) replace the
-container sum for the resources they name.
+container sum for the resources they name. With
+:class:`PodResourcesOptions` ``use_status_resources`` (what the scheduler's
+NodeInfo counts for a pod on a node, InPlacePodVerticalScaling) a pod being
+resized in place counts the larger of what its spec asks and what the kubelet
+allocated and actuated (``status.containerStatuses[].allocatedResources`` /
+``.resources``; only the latter two once ``PodResizePending`` is
+``Infeasible``) — per container up to 1.36 (component-helpers v0.35.4 /
+v0.36.3 ``determineEffectiveRequests``), the larger of the three *sums* since
+1.37 (v0.37.2 ``AggregateContainerRequests``), and pod-level status
+(``status.allocatedResources`` / ``status.resources``) with
+InPlacePodLevelResourcesVerticalScaling.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 
-from berth import errors
+from berth import errors, features
 from berth.cluster import model
 
 __all__ = [
@@ -58,6 +69,8 @@ __all__ = [
     "MAX_MILLI_VALUE",
     "MEMORY",
     "PODS",
+    "SPEC_ONLY",
+    "PodResourcesOptions",
     "QuantityError",
     "canonical",
     "canonical_list",
@@ -65,6 +78,7 @@ __all__ = [
     "is_extended",
     "is_scalar",
     "node_allocatable",
+    "node_info_options",
     "parse_quantity",
     "pod_requests",
 ]
@@ -309,6 +323,127 @@ def is_scalar(name: str) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodResourcesOptions:
+    """The fields of component-helpers' ``resource.PodResourcesOptions`` the
+    scheduler sets (NonMissingContainerRequests is :func:`pod_requests`'
+    ``non_zero``)."""
+
+    #: UseStatusResources: count what the kubelet allocated and actuated.
+    use_status_resources: bool = False
+    #: InPlacePodLevelResourcesVerticalScalingEnabled: pod-level status too.
+    in_place_pod_level_resources_vertical_scaling: bool = False
+    #: SkipPodLevelResources: ignore ``spec.resources``.
+    skip_pod_level_resources: bool = False
+    #: Whose component-helpers: the status resources are combined per
+    #: container before 1.37 and per pod from 1.37 (see the module docstring).
+    version: features.KubeVersion = features.NEWEST
+
+
+#: resource.PodResourcesOptions{}: the spec alone, pod-level resources included.
+SPEC_ONLY = PodResourcesOptions()
+
+
+@functools.cache
+def node_info_options(feats: features.Features) -> PodResourcesOptions:
+    """What framework/types.go ``PodInfo.CalculateResource`` (v1.37.2) passes:
+    the options the scheduler counts a pod on a node with."""
+    return PodResourcesOptions(
+        use_status_resources=feats.in_place_pod_vertical_scaling,
+        in_place_pod_level_resources_vertical_scaling=feats.in_place_pod_level_resources_vertical_scaling,
+        skip_pod_level_resources=not feats.pod_level_resources,
+        version=feats.version,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Status:
+    """A container's status and where it sits (for error paths)."""
+
+    status: model.ContainerStatus
+    path: str
+
+    def allocated(self) -> dict[str, int] | None:
+        """``allocatedResources``; None when the kubelet reports none."""
+        if self.status.allocated_resources is None:
+            return None
+        return canonical_list(self.status.allocated_resources, f"{self.path}.allocatedResources")
+
+    def actuated(self) -> dict[str, int] | None:
+        """``resources.requests``; None when the kubelet reports none."""
+        res = self.status.resources
+        if res is None or not res.requests:
+            return None
+        return canonical_list(res.requests, f"{self.path}.resources.requests")
+
+
+#: One container's requests: (container, its field path, whether it is an init
+#: container, its status or None, resize infeasible) -> a list (None: none).
+_ContainerList = Callable[[model.Container, str, bool, _Status | None, bool], dict[str, int] | None]
+
+
+def _spec_requests(c: model.Container, path: str) -> dict[str, int]:
+    res = c.resources
+    reqs: dict[str, int] = {}
+    if res is not None:
+        # The API server defaults a missing request to the container's limit.
+        reqs.update(canonical_list(res.limits, f"{path}.resources.limits"))
+        reqs.update(canonical_list(res.requests, f"{path}.resources.requests"))
+    return reqs
+
+
+def _container_spec(
+    c: model.Container, path: str, init: bool, cs: _Status | None, infeasible: bool
+) -> dict[str, int] | None:
+    """component-helpers v0.37.2 containerSpecRequests."""
+    return _spec_requests(c, path)
+
+
+def _container_allocated(
+    c: model.Container, path: str, init: bool, cs: _Status | None, infeasible: bool
+) -> dict[str, int] | None:
+    """component-helpers v0.37.2 containerAllocatedRequests."""
+    allocated = cs.allocated() if cs is not None else None
+    if allocated is not None:
+        return allocated
+    return None if infeasible else _spec_requests(c, path)
+
+
+def _container_actuated(
+    c: model.Container, path: str, init: bool, cs: _Status | None, infeasible: bool
+) -> dict[str, int] | None:
+    """component-helpers v0.37.2 containerActuatedRequests: what is actuated,
+    else as :func:`_container_allocated`."""
+    actuated = cs.actuated() if cs is not None else None
+    if actuated is not None:
+        return actuated
+    return _container_allocated(c, path, init, cs, infeasible)
+
+
+def _container_effective_v1_35(
+    c: model.Container, path: str, init: bool, cs: _Status | None, infeasible: bool
+) -> dict[str, int] | None:
+    """component-helpers v0.35.4 / v0.36.3 AggregateContainerRequests with
+    UseStatusResources: a container whose status reports resources counts
+    ``determineEffectiveRequests`` — the larger of spec, actuated and
+    allocated, or of the last two once the resize is infeasible — an init
+    container only if it is a sidecar."""
+    spec = _spec_requests(c, path)
+    if cs is None or cs.status.resources is None or (init and c.restart_policy != "Always"):
+        return spec
+    if infeasible:
+        return _max_of(cs.actuated(), cs.allocated())
+    return _max_of(spec, cs.actuated(), cs.allocated())
+
+
+def _max_of(first: Mapping[str, int] | None, *others: Mapping[str, int] | None) -> dict[str, int]:
+    """component-helpers ``max(a, b...)``: every resource any list names, at its largest."""
+    out = dict(first or {})
+    for other in others:
+        _max(out, other or {})
+    return out
+
+
 def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
     for k, v in other.items():
         into[k] = into.get(k, 0) + v
@@ -316,39 +451,57 @@ def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
 
 def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
     for k, v in other.items():
-        if v > into.get(k, 0):
+        if k not in into or v > into[k]:
             into[k] = v
 
 
-def _container_requests(c: model.Container, non_zero: bool, path: str) -> dict[str, int]:
-    res = c.resources
-    reqs: dict[str, int] = {}
-    if res is not None:
-        # The API server defaults a missing request to the container's limit.
-        reqs.update(canonical_list(res.limits, f"{path}.resources.limits"))
-        reqs.update(canonical_list(res.requests, f"{path}.resources.requests"))
-    if non_zero:
-        # NonMissingContainerRequests: only a request that is missing is
-        # defaulted; an explicit zero stays zero.
-        if CPU not in reqs:
-            reqs[CPU] = DEFAULT_MILLI_CPU_REQUEST
-        if MEMORY not in reqs:
-            reqs[MEMORY] = DEFAULT_MEMORY_REQUEST
-    return reqs
+def _resize_infeasible(pod: model.Pod) -> bool:
+    """component-helpers IsPodResizeInfeasible: the first ``PodResizePending`` condition says ``Infeasible``."""
+    for cond in pod.status.conditions:
+        if cond.type == "PodResizePending":
+            return cond.reason == "Infeasible"
+    return False
 
 
-def _sum_requests(
-    containers: Iterable[model.Container],
-    init_containers: Iterable[model.Container],
-    non_zero: bool,
+def _statuses(pod: model.Pod) -> dict[str, _Status]:
+    """component-helpers findContainerStatus for every name: containerStatuses first, then initContainerStatuses."""
+    out: dict[str, _Status] = {}
+    for field, statuses in (
+        ("containerStatuses", pod.status.container_statuses),
+        ("initContainerStatuses", pod.status.init_container_statuses),
+    ):
+        for i, cs in enumerate(statuses):
+            out.setdefault(cs.name, _Status(cs, f"status.{field}[{i}]"))
+    return out
+
+
+def _aggregate(
+    pod: model.Pod, of_container: _ContainerList, non_zero: bool, statuses: Mapping[str, _Status], infeasible: bool
 ) -> dict[str, int]:
+    """component-helpers v0.37.2 aggregateContainerResourcesByFn (v0.34.4's
+    AggregateContainerRequests loop): containers summed, raised to the
+    largest init container, sidecars counted in both; a container missing a
+    cpu or memory request counts the default with ``non_zero``
+    (NonMissingContainerRequests: an explicit 0 stays 0)."""
+
+    def one(c: model.Container, path: str, init: bool) -> dict[str, int]:
+        # Every list function returns a list of its own: changed in place here.
+        reqs = of_container(c, path, init, statuses.get(c.name), infeasible) or {}
+        if non_zero:
+            if CPU not in reqs:
+                reqs[CPU] = DEFAULT_MILLI_CPU_REQUEST
+            if MEMORY not in reqs:
+                reqs[MEMORY] = DEFAULT_MEMORY_REQUEST
+        return reqs
+
+    spec = pod.spec
     reqs: dict[str, int] = {}
-    for i, c in enumerate(containers):
-        _add(reqs, _container_requests(c, non_zero, f"spec.containers[{i}]"))
+    for i, c in enumerate(spec.containers):
+        _add(reqs, one(c, f"spec.containers[{i}]", False))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
-    for i, c in enumerate(init_containers):
-        creq = _container_requests(c, non_zero, f"spec.initContainers[{i}]")
+    for i, c in enumerate(spec.init_containers):
+        creq = one(c, f"spec.initContainers[{i}]", True)
         if c.restart_policy == "Always":
             _add(reqs, creq)
             _add(sidecars, creq)
@@ -361,25 +514,89 @@ def _sum_requests(
     return reqs
 
 
-def pod_requests(pod: model.Pod, *, non_zero: bool = False) -> dict[str, int]:
+def _container_requests(pod: model.Pod, non_zero: bool, options: PodResourcesOptions) -> dict[str, int]:
+    """component-helpers AggregateContainerRequests of the options' release."""
+    status = pod.status
+    if not options.use_status_resources or not (
+        status.container_statuses
+        or status.init_container_statuses
+        or status.allocated_resources is not None
+        or status.resources is not None
+        or _resize_infeasible(pod)
+    ):
+        # No status to count (a pod not yet running): every release counts the spec.
+        return _aggregate(pod, _container_spec, non_zero, {}, False)
+    statuses, infeasible = _statuses(pod), _resize_infeasible(pod)
+    # component-helpers v0.37.2 (kube-scheduler 1.37) aggregates spec,
+    # allocated and actuated requests apart and takes the largest sums;
+    # v0.35.4 and v0.36.3 the largest of the three per container.
+    if options.version < features.KubeVersion(1, 37):
+        return _aggregate(pod, _container_effective_v1_35, non_zero, statuses, infeasible)
+    spec = _aggregate(pod, _container_spec, non_zero, statuses, infeasible)
+    pod_allocated = status.allocated_resources
+    pod_actuated = status.resources.requests if status.resources is not None else None
+    if options.in_place_pod_level_resources_vertical_scaling and pod_allocated is not None and pod_actuated:
+        # Pod-level status holds the sums across containers already.
+        allocated = canonical_list(pod_allocated, "status.allocatedResources")
+        actuated = canonical_list(pod_actuated, "status.resources.requests")
+    else:
+        allocated = _aggregate(pod, _container_allocated, non_zero, statuses, infeasible)
+        actuated = _aggregate(pod, _container_actuated, non_zero, statuses, infeasible)
+    if infeasible:
+        return _max_of(actuated, allocated)
+    return _max_of(spec, actuated, allocated)
+
+
+def _pod_level_requests(pod: model.Pod, options: PodResourcesOptions) -> dict[str, int]:
+    """The pod-level requests PodRequests puts over the containers' sums:
+    ``spec.resources.requests`` (IsSupportedPodLevelResource: cpu, memory,
+    hugepages-*), or with in-place pod-level resizing the larger of it and
+    ``status.resources`` / ``status.allocatedResources``."""
+    spec = canonical_list(pod.spec.resources.requests, "spec.resources.requests") if pod.spec.resources else {}
+    status = pod.status
+    supported = [n for n in spec if _supported_at_pod_level(n)]
+    if not supported:  # IsPodLevelRequestsSet
+        return {}
+    effective = spec
+    if (
+        options.in_place_pod_level_resources_vertical_scaling
+        and options.use_status_resources
+        and status.resources is not None
+    ):
+        actuated = canonical_list(status.resources.requests, "status.resources.requests")
+        allocated = canonical_list(status.allocated_resources or {}, "status.allocatedResources")
+        infeasible = _resize_infeasible(pod)
+        if options.version < features.KubeVersion(1, 37):
+            # v0.35.4 / v0.36.3 PodRequests: the names the spec sets, at
+            # determineEffectiveRequests' value (0 if it has none).
+            values = _max_of(actuated, allocated) if infeasible else _max_of(spec, actuated, allocated)
+            return {n: values.get(n, 0) for n in supported}
+        # v0.37.2 effectivePodLevelResources / applyPodLevelResources: every
+        # supported name of max(spec unless infeasible, actuated, allocated).
+        effective = _max_of(None if infeasible else spec, actuated, allocated)
+    return {n: v for n, v in effective.items() if _supported_at_pod_level(n)}
+
+
+def _supported_at_pod_level(name: str) -> bool:
+    """component-helpers IsSupportedPodLevelResource: cpu, memory and hugepages-*."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def pod_requests(pod: model.Pod, *, non_zero: bool = False, options: PodResourcesOptions = SPEC_ONLY) -> dict[str, int]:
     """resource.PodRequests in canonical units, overhead included.
 
     With ``non_zero`` a container that requests no CPU or memory counts as
     requesting DEFAULT_MILLI_CPU_REQUEST / DEFAULT_MEMORY_REQUEST, as scoring
-    assumes (``NonMissingContainerRequests``). Raises QuantityError naming
-    the field of a bad quantity, or ``spec`` when a total leaves the int64
-    range (each quantity fits; many of them may not).
+    assumes (``NonMissingContainerRequests``). ``options``: see
+    :class:`PodResourcesOptions` (default: the spec alone). Raises
+    QuantityError naming the field of a bad quantity, or ``spec`` when a
+    total leaves the int64 range (each quantity fits; many of them may not).
     """
-    spec = pod.spec
-    reqs = _sum_requests(spec.containers, spec.init_containers, non_zero)
-    if spec.resources is not None and spec.resources.requests:
-        # IsSupportedPodLevelResource (v1.34): cpu, memory and hugepages-*.
-        level = canonical_list(spec.resources.requests, "spec.resources.requests")
-        for name, v in level.items():
-            if name in (CPU, MEMORY) or name.startswith("hugepages-"):
-                reqs[name] = v
-    if spec.overhead:
-        _add(reqs, canonical_list(spec.overhead, "spec.overhead"))
+    reqs = _container_requests(pod, non_zero, options)
+    if not options.skip_pod_level_resources and pod.spec.resources is not None and pod.spec.resources.requests:
+        reqs.update(_pod_level_requests(pod, options))
+    if pod.spec.overhead:
+        _add(reqs, canonical_list(pod.spec.overhead, "spec.overhead"))
     for name, v in reqs.items():
         if v > _MAX_INT64:
             raise QuantityError(format_quantity(name, v), f"the pod's total {name} request must fit an int64", "spec")

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from berth.cluster import dra, model, storage
 
-__all__ = ["BindConflict", "BindError", "ClusterListener", "Conflict", "FeedRefused", "Source"]
+__all__ = ["BindConflict", "BindError", "BindRetriable", "ClusterListener", "Conflict", "FeedRefused", "Source"]
 
 
 class BindError(Exception):
@@ -25,6 +25,12 @@ class BindError(Exception):
 
 class BindConflict(BindError):
     """The pod is already bound elsewhere (or gone): never retry on the same node blindly."""
+
+
+class BindRetriable(BindError):
+    """The API server may take the same Binding if asked again: it answered
+    500 or 503, or refused the connection (``util.Retriable``,
+    ``pkg/scheduler/util/utils.go``)."""
 
 
 class Conflict(Exception):
@@ -54,6 +60,10 @@ class Source(Protocol):
 
     async def evict(self, pod: model.Pod, reason: str) -> None:
         """Remove a preemption victim, saying why."""
+
+    async def report_preempted(self, pod: model.Pod, message: str) -> None:
+        """Preempted: a victim stopped in the scheduler's memory (waiting at
+        Permit or in PreBind) is not deleted; only the event is recorded."""
 
     async def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` (empty clears it)."""

@@ -5,9 +5,10 @@ The kinds mirror core/v1 (PersistentVolume, PersistentVolumeClaim) and
 storage.k8s.io/v1 (StorageClass, CSINode, CSIDriver, CSIStorageCapacity)
 field for field, keeping what scheduling reads. The functions are ports of
 ``k8s.io/component-helpers/storage/volume`` (``helpers.go``,
-``pv_helpers.go``) and ``storage/ephemeral`` at v0.34.4, kept here, below
-the plugins, because the embedded cluster binds claims the way the PV
-controller does with the same rules (``FindMatchingVolume``).
+``pv_helpers.go``) and ``storage/ephemeral`` at v0.34.4 (unchanged through
+v0.37.2), kept here, below the plugins, because the embedded cluster binds
+claims the way the PV controller does with the same rules
+(``FindMatchingVolume``).
 """
 
 from __future__ import annotations
@@ -228,6 +229,9 @@ class CSIDriverSpec(_K8s):
     attach_required: bool | None = None
     #: Whether the driver publishes CSIStorageCapacity objects the scheduler must check.
     storage_capacity: bool | None = None
+    #: Nodes whose CSINode lacks the driver get no pod that needs it (NodeVolumeLimits,
+    #: with the VolumeLimitScaling gate; the field exists since 1.36).
+    prevent_pod_scheduling_if_missing: bool | None = None
 
 
 class CSIDriver(_K8s):
@@ -318,7 +322,7 @@ def find_matching_volume(
     excluded: Mapping[str, object] | None,
     delay_binding: bool,
 ) -> PersistentVolume | None:
-    """FindMatchingVolume (VolumeAttributesClass on, as in v1.34): the PV
+    """FindMatchingVolume (VolumeAttributesClass on, as in every release Berth follows): the PV
     already bound to the claim (None if it does not fit the node), else the
     smallest Available PV of the claim's class, size, volume mode, selector,
     node affinity and access modes. ``node_labels`` None: the PV controller's

@@ -1,9 +1,11 @@
 """The CEL environment of DRA device selectors, on Google's cel-cpp.
 
 Kubernetes evaluates a ``DeviceSelector`` with cel-go in the environment of
-``k8s.io/dynamic-resource-allocation/cel/compile.go`` (v0.34.4): one variable
-``device`` with ``driver``, ``attributes[domain][id]`` and
-``capacity[domain][id]``, the API server's base library (``quantity()``,
+``k8s.io/dynamic-resource-allocation/cel/compile.go`` (v0.37.2): one variable
+``device`` with ``driver``, ``allowMultipleAllocations`` (declared by
+upstream only with DRAConsumableCapacity, on by default since 1.36; always
+present here), ``attributes[domain][id]`` and ``capacity[domain][id]``, the
+API server's base library (``quantity()``,
 ``semver()``, ``cel.bind`` ...), and a result that must be a bool. Berth
 compiles the same expressions with ``cel-expr-python`` (the Python binding of
 cel-cpp, Google's reference C++ implementation that passes the same conformance
@@ -55,6 +57,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_strings
 
 from berth.cluster import dra, resources
+from berth.dra import capacity as dra_capacity
 from berth.errors import InvalidArgument
 
 __all__ = [
@@ -302,8 +305,23 @@ def _split(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def attribute_value(attr: dra.DeviceAttribute) -> Any:
-    """compile.go getAttributeValue: the one value set, as CEL sees it."""
+def attribute_value(attr: dra.DeviceAttribute, *, lists: bool = True) -> Any:
+    """compile.go getAttributeValue: the one value set, as CEL sees it. List
+    values (DRAListTypeAttributes) come first since v0.37.2, whatever the
+    gate says; without ``lists`` (v0.36.3 with the gate off) they are an
+    unsupported value."""
+    if lists:
+        if attr.int_values is not None:
+            return list(attr.int_values)
+        if attr.bool_values is not None:
+            return list(attr.bool_values)
+        if attr.string_values is not None:
+            return list(attr.string_values)
+        if attr.version_values is not None:
+            try:
+                return [_semver(_parse_semver(v)) for v in attr.version_values]
+            except ValueError as e:
+                raise CelRuntimeError(f"parse semantic version: {e}") from None
     if attr.int_value is not None:
         return attr.int_value
     if attr.bool_value is not None:
@@ -318,22 +336,27 @@ def attribute_value(attr: dra.DeviceAttribute) -> Any:
     raise CelRuntimeError("unsupported attribute value")
 
 
-def device_input(driver: str, device: dra.Device) -> DeviceInput:
-    """The ``device`` variable for one device of ``driver`` (``DeviceMatches``).
+def device_input(driver: str, device: dra.Device, *, lists: bool = True) -> DeviceInput:
+    """The ``device`` variable for one device of ``driver`` (``DeviceMatches``);
+    ``lists`` as for :func:`attribute_value`.
 
     Raises CelRuntimeError for an attribute without a value or with a bad version."""
     attributes: dict[str, dict[str, Any]] = {}
     for name, attr in device.attributes.items():
         domain, ident = _split(name, driver)
         try:
-            attributes.setdefault(domain, {})[ident] = attribute_value(attr)
+            attributes.setdefault(domain, {})[ident] = attribute_value(attr, lists=lists)
         except CelRuntimeError as e:
             raise CelRuntimeError(f"attribute {name}: {e}") from None
     capacity: dict[str, dict[str, Any]] = {}
     for name, cap in device.capacity.items():
         domain, ident = _split(name, driver)
-        capacity.setdefault(domain, {})[ident] = _quantity(resources.parse_quantity(cap.value))
-    return DeviceInput({"driver": driver, "attributes": attributes, "capacity": capacity})
+        capacity.setdefault(domain, {})[ident] = _quantity(dra_capacity.parse(cap.value))
+    # compile.go (v0.37.2) declares allowMultipleAllocations with DRAConsumableCapacity.
+    multi = bool(device.allow_multiple_allocations)
+    return DeviceInput(
+        {"driver": driver, "allowMultipleAllocations": multi, "attributes": attributes, "capacity": capacity}
+    )
 
 
 # ---------------------------------------------------------------- programs

@@ -133,6 +133,7 @@ class Features:
     node_inclusion_policy_in_pod_topology_spread: bool = _gate("NodeInclusionPolicyInPodTopologySpread")
     match_label_keys_in_pod_topology_spread: bool = _gate("MatchLabelKeysInPodTopologySpread")
     in_place_pod_vertical_scaling: bool = _gate("InPlacePodVerticalScaling")
+    in_place_pod_level_resources_vertical_scaling: bool = _gate("InPlacePodLevelResourcesVerticalScaling")
     async_preemption: bool = _gate("SchedulerAsyncPreemption")
     pod_level_resources: bool = _gate("PodLevelResources")
     storage_capacity_scoring: bool = _gate("StorageCapacityScoring")

@@ -19,6 +19,8 @@ SharedInformerFactory   ``namespaces`` (the namespace lister: labels for
 PodNominator            ``nominator``
 Iterate/Get/Reject      ``waiting_pods``
 WaitingPod
+GetPodInPreBind         ``pods_in_pre_bind`` (CancelPod: a preemptor stops
+                        a victim's PreBind, v1.36)
 ClientSet               ``client`` (bind, evict, nominate through the pod's
                         source: the API server or the embedded cluster)
 EventRecorder           ``recorder`` (decisions: the gRPC stream, events)
@@ -37,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from fractions import Fraction
 from typing import TYPE_CHECKING, Protocol
 
 from berth import features
@@ -57,9 +60,11 @@ __all__ = [
     "Handle",
     "NamespaceLister",
     "Nominator",
+    "PodActivator",
     "PodDisruptionBudgetLister",
     "PodGroupLister",
     "PodLister",
+    "PodsInPreBind",
     "QueuePolicy",
     "VolumeLister",
     "WaitingPods",
@@ -128,6 +133,14 @@ class Nominator(Protocol):
     def nodes(self) -> list[str]: ...
 
 
+class PodActivator(Protocol):
+    """Moves pending pods to activeQ now (kube-scheduler's
+    ``fwk.PodActivator.Activate``): a plugin that held pods back (a gang's
+    backoff) says when they may be tried again."""
+
+    def activate(self, uids: Sequence[str]) -> None: ...
+
+
 class WaitingPods(Protocol):
     """Pods held at Permit (``framework.WaitingPod`` and the Handle's
     ``IterateOverWaitingPods`` / ``GetWaitingPod`` / ``RejectWaitingPod``)."""
@@ -139,8 +152,22 @@ class WaitingPods(Protocol):
     def allow(self, uid: str, plugin: str) -> None:
         """``plugin`` no longer holds the pod; it binds once no plugin does."""
 
-    def reject(self, uid: str, plugin: str, message: str) -> None:
-        """The pod's Permit fails with ``message``: it is unreserved and requeued."""
+    def reject(self, uid: str, plugin: str, message: str) -> bool:
+        """The pod's Permit fails with ``message``: it is unreserved and
+        requeued as unschedulable. False when it was not waiting."""
+
+    def preempt(self, uid: str, plugin: str, message: str) -> bool:
+        """The pod's Permit fails as a preemption victim's (an error: it is
+        unreserved and retried after backoff). False when it was not waiting."""
+
+
+class PodsInPreBind(Protocol):
+    """Pods whose PreBind has work (the Handle's ``GetPodInPreBind``, v1.36)."""
+
+    def cancel(self, uid: str, message: str) -> bool:
+        """``PodInPreBind.CancelPod``: stop the pod's PreBind with
+        ``message``, so its binding cycle fails and it is requeued. False when
+        the pod is not in PreBind or already binding."""
 
 
 class DraLister(Protocol):
@@ -168,8 +195,14 @@ class DraLister(Protocol):
     def claim_template(self, namespace: str, name: str) -> dra.ResourceClaimTemplate | None: ...
 
     def allocated_devices(self) -> AbstractSet[tuple[str, str, str]]:
-        """(driver, pool, device) of every allocated device — any scheduler's,
-        as the claims say — and of the allocations in flight."""
+        """(driver, pool, device) of every device allocated whole — any
+        scheduler's, as the claims say — and of the allocations in flight."""
+
+    def shared_devices(self) -> AbstractSet[tuple[str, str, str]]:
+        """Devices with at least one share allocated or in flight (results with a ``shareID``)."""
+
+    def consumed_capacity(self) -> Mapping[tuple[str, str, str], Mapping[str, Fraction]]:
+        """What the shares of each device consume, per capacity name."""
 
     def has_pending_allocation(self, uid: str) -> bool: ...
 
@@ -214,15 +247,17 @@ class VolumeLister(Protocol):
     def capacities(self) -> Sequence[storage.CSIStorageCapacity]: ...
 
     def assume_pv(self, pv: storage.PersistentVolume) -> None:
-        """Reserve: ``pv`` (with its new claimRef) is seen until a newer source
-        object replaces it or :meth:`restore_pv`; ValueError when older than the one held."""
+        """Reserve: ``pv`` (with its new claimRef) is seen until the source
+        reports another version of it or :meth:`restore_pv`; ValueError when
+        its resourceVersion is not the source object's, NotFound without one."""
 
-    def restore_pv(self, name: str) -> None: ...
+    def restore_pv(self, pv: storage.PersistentVolume) -> None:
+        """Drop the assumption of ``pv``, if that version is the one assumed."""
 
     def assume_pvc(self, pvc: storage.PersistentVolumeClaim) -> None:
         """Reserve: ``pvc`` (annotated ``selected-node``) likewise."""
 
-    def restore_pvc(self, namespace: str, name: str) -> None: ...
+    def restore_pvc(self, pvc: storage.PersistentVolumeClaim) -> None: ...
 
     async def update_pv(self, pv: storage.PersistentVolume) -> storage.PersistentVolume:
         """Write ``pv`` (spec and metadata) through its source; raises
@@ -248,6 +283,10 @@ class ClusterClient(Protocol):
         """Success, or an error Status saying why the binding failed."""
 
     def evict(self, pod: model.Pod, reason: str) -> None: ...
+
+    def report_preempted(self, pod: model.Pod, message: str) -> None:
+        """The ``Preempted`` event of a victim preempted in memory (stopped at
+        Permit or in PreBind, not deleted)."""
 
     def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` ("" clears it)."""
@@ -313,8 +352,12 @@ class Handle:
     dra: DraLister | None = None
     #: Storage objects and VolumeBinding's assume caches; None: none are known.
     volumes: VolumeLister | None = None
+    #: Pods in PreBind a preemptor may cancel; None: none can be.
+    pods_in_pre_bind: PodsInPreBind | None = None
     #: Set by the profile's Framework once its plugins are built.
     runner: Framework | None = None
+    #: Set once the scheduling core exists; None: nothing to activate (tests).
+    activator: PodActivator | None = None
 
     @property
     def framework(self) -> Framework:

@@ -52,6 +52,7 @@ __all__ = [
     "PostFilterPlugin",
     "PostFilterResult",
     "PreBindPlugin",
+    "PreBindPreFlight",
     "PreEnqueuePlugin",
     "PreFilterExtensions",
     "PreFilterPlugin",
@@ -314,8 +315,12 @@ class PreFilterResult:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PostFilterResult:
+    """PostFilter's answer (``fwk.PostFilterResult``). ``nominated_node``
+    is the NominatingInfo: None leaves the pod's nomination as it is (a nil
+    result, ModeNoop), "" clears it and a node name sets it (ModeOverride)."""
+
     status: Status
-    nominated_node: str = ""
+    nominated_node: str | None = None
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -334,6 +339,10 @@ class QueuedPodInfo:
     pending_plugins: set[str] = dataclasses.field(default_factory=set)
     gated_by: str = ""
     profile: str = ""
+    #: Last moved out of unschedulablePods by podMaxInUnschedulablePodsDuration,
+    #: not by an event (``WasFlushedFromUnschedulable``, v1.36): cleared by
+    #: the next failed attempt, counted by scheduler_pod_scheduled_after_flush_total.
+    was_flushed_from_unschedulable: bool = False
 
     @property
     def pod(self) -> model.Pod:
@@ -458,6 +467,19 @@ class PermitPlugin(Plugin, Protocol):
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Before Bind (e.g. provisioning a volume). A failure unreserves."""
+
+
+@runtime_checkable
+class PreBindPreFlight(Protocol):
+    """Optional for a PreBind plugin (``PreBindPlugin.PreBindPreFlight``,
+    ``k8s.io/kube-scheduler/framework/interface.go`` v0.37.2): whether its
+    PreBind has work for this pod on ``node``, asked at the start of the
+    binding cycle. Success: it has (the pod's nominatedNodeName is written
+    first, and a preemptor may cancel the pod during PreBind); Skip: nothing
+    to do, its PreBind is skipped; Error fails the binding cycle. Cheap, no
+    API call. A PreBind plugin without it counts as having work."""
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: str) -> Status: ...
 
 
 @runtime_checkable

@@ -8,7 +8,9 @@ by any installed distribution under the entry-point group ``berth.plugins``::
     GpuTopology = "my_company.berth_plugins:GpuTopology"
 
 A plugin class has ``NAME``, optional ``Args`` (a msgspec Struct its
-``pluginConfig`` args are decoded into), is constructed as
+``pluginConfig`` args are decoded into, checked by its ``validate()`` — or
+``validate(features=...)`` when the rules follow the release's feature gates,
+as upstream's ``ValidateVolumeBindingArgsWithOptions`` does), is constructed as
 ``cls(args, handle)``, and implements the methods of the extension points it
 extends (:mod:`berth.framework.interface`).
 
@@ -26,6 +28,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import traceback
 from collections.abc import Mapping
@@ -76,6 +79,7 @@ IN_TREE: dict[str, str] = {
     "ImageLocality": "berth.plugins.image_locality:ImageLocality",
     "Coscheduling": "berth.plugins.coscheduling:Coscheduling",
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
+    "NodeDeclaredFeatures": "berth.plugins.node_declared_features:NodeDeclaredFeatures",
 }
 
 #: kube-scheduler v1.37.2 ``apis/config/v1/default_plugins.go``
@@ -332,7 +336,7 @@ def resolve_profile(profile: Profile, feats: features.Features | None = None) ->
             raise RegistryError(f"{path}.name: duplicate pluginConfig for {pc.name!r}")
         args[pc.name] = pc.args
         if pc.name in enabled:
-            _decode_args(cls, pc.args, f"{path}.args")
+            _decode_args(cls, pc.args, f"{path}.args", feats)
     return ResolvedProfile(profile.scheduler_name, points, weights, args)
 
 
@@ -343,7 +347,9 @@ def _require(name: str, path: str) -> type:
         raise RegistryError(f"{path}.name: {e}") from None
 
 
-def _decode_args(cls: type, raw: Mapping[str, Any], path: str) -> Any:
+def _decode_args(cls: type, raw: Mapping[str, Any], path: str, feats: features.Features | None = None) -> Any:
+    """``raw`` decoded into ``cls.Args`` and validated for the gates of
+    ``feats`` (default: the newest release's); raises RegistryError."""
     args_type = getattr(cls, "Args", None)
     if args_type is None:
         if raw:
@@ -361,7 +367,10 @@ def _decode_args(cls: type, raw: Mapping[str, Any], path: str) -> Any:
     validate = getattr(args, "validate", None)
     if callable(validate):
         try:
-            validate()
+            if "features" in inspect.signature(validate).parameters:
+                validate(features=feats or features.Features.newest())
+            else:
+                validate()
         except ValueError as e:
             raise RegistryError(f"{path}: {e}") from None
     return args
@@ -376,6 +385,6 @@ def build(resolved: ResolvedProfile, handle: Handle) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in resolved.plugin_names():
         cls = plugin_class(name)
-        args = _decode_args(cls, resolved.args.get(name, {}), f"pluginConfig[{name}].args")
+        args = _decode_args(cls, resolved.args.get(name, {}), f"pluginConfig[{name}].args", handle.features)
         out[name] = cls(args, handle)
     return out

@@ -30,7 +30,7 @@ from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.framework.handle import Handle
-from berth.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
+from berth.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, STATUS_CODES
 
 __all__ = [
     "CYCLE_METRICS",
@@ -243,6 +243,9 @@ class Framework:
         # Resolved once: isinstance against a runtime-checkable Protocol is slow per cycle.
         self._normalizes = {p.NAME: isinstance(p, fw.ScoreNormalizer) for p in self.score}
         self._score_weights = [(p, self.weights.get(p.NAME, 1)) for p in self.score]
+        self._pre_flights: dict[str, fw.PreBindPreFlight | None] = {
+            p.NAME: p if isinstance(p, fw.PreBindPreFlight) else None for p in self.pre_bind
+        }
         # Preemption's dry runs update these plugins' PreFilter state.
         self.pre_filter_extensions: list[fw.PreFilterExtensions] = []
         for p in (*self.filter, *self.pre_filter):
@@ -483,7 +486,7 @@ class Framework:
     ) -> fw.PostFilterResult:
         """RunPostFilterPlugins: the first success wins; unresolvable or an error
         stops; otherwise every plugin's reasons are kept, attributed to the first."""
-        nominated = ""
+        nominated: str | None = None
         reasons: list[str] = []
         rejector = ""
         self.dry_runs_follow(state)
@@ -496,9 +499,12 @@ class Framework:
                 self.metrics.plugin(p.NAME, "PostFilter", st.code, time.perf_counter() - started)
             if st.ok:
                 return res
-            if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE or not st.is_rejection:
+            if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return fw.PostFilterResult(st.with_plugin(p.NAME), res.nominated_node)
-            nominated = res.nominated_node or nominated
+            if not st.is_rejection:  # an error: no result (framework.go v1.37.2 returns nil)
+                return fw.PostFilterResult(st.with_plugin(p.NAME))
+            if res.nominated_node is not None:  # the last result that is not ModeNoop
+                nominated = res.nominated_node
             reasons.extend(st.reasons)
             rejector = rejector or p.NAME
         return fw.PostFilterResult(fw.Status(fw.Code.UNSCHEDULABLE, tuple(reasons), rejector), nominated)
@@ -611,6 +617,38 @@ class Framework:
         return fw.SUCCESS, {}
 
     # ------------------------------------------------------------ binding cycle
+
+    @_extension_point("PreBindPreFlight", _status_code)
+    def run_pre_bind_pre_flights(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        """RunPreBindPreFlights (framework.go v1.37.2): Success when some
+        PreBind plugin has work for the pod, Skip when none has (each that
+        said Skip is skipped at PreBind), or the first error. Another code
+        from a plugin is an error too, as upstream's."""
+        sample = _sampled(state)
+        out = fw.Status(fw.Code.SKIP)
+        skipped: set[str] = set()
+        for p in self.pre_bind:
+            pre_flight = self._pre_flights[p.NAME]
+            if pre_flight is None:
+                out = fw.SUCCESS  # no pre-flight: it may have work
+                continue
+            started = time.perf_counter() if sample else 0.0
+            st = pre_flight.pre_bind_pre_flight(state, pod, node)
+            if sample:
+                self.metrics.plugin(p.NAME, "PreBindPreFlight", st.code, time.perf_counter() - started)
+            if st.code == fw.Code.ERROR:
+                return fw.Status.error(f'running PreBindPreFlight "{p.NAME}": {st.message()}')
+            if st.ok:
+                out = fw.SUCCESS
+            elif st.code == fw.Code.SKIP:
+                skipped.add(p.NAME)
+            else:
+                return fw.Status.error(
+                    f'PreBindPreFlight {p.NAME} returned "{STATUS_CODES[st.code]}", which is unsupported. '
+                    "It is supposed to return Success, Skip, or Error status"
+                )
+        state.skip_pre_bind = skipped
+        return out
 
     @_extension_point_async("PreBind")
     async def run_pre_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:

@@ -14,9 +14,13 @@
    highest-victim priority, the smallest sum of victim priorities, the
    fewest victims, the latest start of the highest-priority victims, then
    the first.
-4. Victims are evicted through the pod's source with the preemption reason;
-   lower-priority pods nominated to that node lose their nomination; the
-   preemptor is nominated to the node and retried when victims are gone.
+4. Victims are evicted through the pod's source with the preemption reason
+   — except those still in their binding cycle, stopped in memory instead
+   (at Permit; in PreBind from 1.36) — lower-priority pods nominated to that
+   node lose their nomination; the preemptor is nominated to the node and
+   retried when victims are gone. From 1.37 the success says so:
+   ``preemption: found a potential placement for pod on node X, preempting
+   N victims``, the end of the preemptor's FailedScheduling message.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ import msgspec
 
 from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.table import NodeTable
+from berth.features import KubeVersion
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.framework.decision import Decision, DecisionKind
 from berth.framework.handle import Handle
+from berth.metrics import STATUS_CODES
 
 __all__ = ["Candidate", "DefaultPreemption", "DefaultPreemptionArgs", "pick_one_node"]
 
@@ -90,19 +96,44 @@ class DefaultPreemption:
     def post_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
-        metrics = self.handle.metrics
-        metrics.preemption_attempts.inc()
+        m = self.handle.metrics
+        m.preemption_attempts.inc()
+        started = time.perf_counter()
+        best = self._evaluate(state, pod, nodes, failures)
+        if m.preemption_evaluation_duration is not None:
+            code = best.status.code if isinstance(best, fw.PostFilterResult) else fw.Code.SUCCESS
+            m.preemption_evaluation_duration.labels("pod", STATUS_CODES[code]).observe(time.perf_counter() - started)
+        if isinstance(best, fw.PostFilterResult):
+            return best
+        started = time.perf_counter()
+        self._prepare(pod, best)
+        if m.preemption_execution_duration is not None:
+            m.preemption_execution_duration.labels("pod", "success").observe(time.perf_counter() - started)
+        # observeVictims (executor.go v1.37.2).
+        m.preemption_victims.observe(len(best.victims.victims))
+        if m.preemption_pdb_violations is not None and best.victims.num_pdb_violations > 0:
+            m.preemption_pdb_violations.labels("pod").inc(best.victims.num_pdb_violations)
+        return fw.PostFilterResult(fw.Status(fw.Code.SUCCESS, self._success_reasons(best)), nominated_node=best.node)
+
+    def _evaluate(
+        self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
+    ) -> Candidate | fw.PostFilterResult:
+        """Evaluator.evaluate: the best candidate, or the PostFilter result
+        saying why there is none."""
         ok, why = self.eligible(pod, nodes)
         if not ok:
             return fw.PostFilterResult(fw.Status.unschedulable(f"preemption: {why}", plugin=self.NAME))
         rows = [r for r, st in failures.items() if st.code == fw.Code.UNSCHEDULABLE]
         if not rows:
+            # No candidates: the result clears the pod's nomination (preemption.go
+            # Evaluate, NewPostFilterResultWithNominatedNode("")).
             return fw.PostFilterResult(
                 fw.Status.unschedulable(
                     f"preemption: 0/{len(failures)} nodes are available: "
                     f"{len(failures)} Preemption is not helpful for scheduling.",
                     plugin=self.NAME,
-                )
+                ),
+                nominated_node="",
             )
         rows.sort()
         offset = self.rng.randrange(len(rows))
@@ -149,33 +180,70 @@ class DefaultPreemption:
                     f"preemption: 0/{len(nodes.alive_rows())} nodes are available: "
                     f"{len(failures)} No preemption victims found for incoming pod.",
                     plugin=self.NAME,
-                )
+                ),
+                nominated_node="",
             )
-        best = pick_one_node(candidates)
-        self._prepare(pod, best)
-        metrics.preemption_victims.observe(len(best.victims.victims))
-        return fw.PostFilterResult(fw.SUCCESS, nominated_node=best.node)
+        return pick_one_node(candidates)
+
+    def _success_reasons(self, best: Candidate) -> tuple[str, ...]:
+        """Evaluator.Preempt's success status (``preemption.go`` v1.37.2),
+        prefixed by PostFilter; none before 1.37."""
+        if self.handle.features.version < KubeVersion(1, 37):
+            return ()
+        n = len(best.victims.victims)
+        return (f"preemption: found a potential placement for pod on node {best.node}, preempting {n} victims",)
 
     def _prepare(self, pod: PodInfo, cand: Candidate) -> None:
-        """Evict the victims and clear lower-priority nominations on the node (prepareCandidate)."""
+        """prepareCandidate: preempt the victims and clear lower-priority
+        nominations on the node. A victim already terminating is left alone
+        (its deletion is under way); one still in its binding cycle is
+        stopped in memory (:meth:`_preempt_in_memory`), any other is evicted
+        (DisruptionTarget condition, then deleted). Each preempted victim
+        gets a Preempted event (``executor.go`` v1.37.2)."""
         h = self.handle
         reason = f"Preempted by pod {pod.uid} on node {cand.node}"
         for v in cand.victims.victims:
+            if v.pod.metadata.deletion_timestamp:
+                continue
+            in_memory = self._preempt_in_memory(v)
+            message = reason
+            if in_memory and h.features.version >= KubeVersion(1, 36):
+                message += " (in kube-scheduler memory)."
             h.recorder.emit(
                 Decision(
                     DecisionKind.PREEMPTED,
                     v.key,
                     v.uid,
                     node=cand.node,
-                    message=reason,
+                    message=message,
                     timestamp_ms=int(time.time() * 1000),
                 )
             )
-            h.client.evict(v.pod, reason)
+            if in_memory:
+                h.client.report_preempted(v.pod, message)
+            else:
+                h.client.evict(v.pod, message)
         for other in h.nominator.pods_on(cand.node):
             if other.priority < pod.priority and other.uid != pod.uid:
                 h.nominator.delete(other.uid)
                 h.client.nominate(other.pod, "")
+
+    def _preempt_in_memory(self, victim: PodInfo) -> bool:
+        """Stop a victim still in its binding cycle without deleting it; it
+        goes back to the queue. At Permit: rejected (1.35: ``waitingPod.Reject``,
+        ``preemption.go`` v1.35.4) or, from 1.36, preempted (an error: retried
+        after backoff, not parked as unschedulable). In PreBind (1.36, when
+        PreBind has work): its PreBind is cancelled. Whether it was."""
+        h = self.handle
+        if h.features.version < KubeVersion(1, 36):
+            if h.waiting_pods.get(victim.uid) is None:
+                return False
+            h.waiting_pods.reject(victim.uid, self.NAME, "preempted")
+            return True
+        if h.waiting_pods.get(victim.uid) is not None:
+            return h.waiting_pods.preempt(victim.uid, self.NAME, "preempted")
+        in_pre_bind = h.pods_in_pre_bind
+        return in_pre_bind is not None and in_pre_bind.cancel(victim.uid, f"preempted by {self.NAME}")
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
         return (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),)

@@ -1,13 +1,14 @@
 """DynamicResources: a pod's ResourceClaims must be allocated, on the node it gets.
 
-A port of kube-scheduler v1.34.4's
+A port of kube-scheduler v1.37.2's
 ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go`` (with
 ``dra_manager.go`` and ``allocateddevices.go``, whose state lives in
 :class:`berth.scheduling.dra_state.DraStore`, the Handle's ``dra``), over
-Berth's structured allocator (:mod:`berth.dra`). The feature gates are
-v1.34's defaults: DRAAdminAccess and DRAPrioritizedList on; device taints,
-binding conditions, extended resources backed by DRA, consumable capacity
-and partitionable devices off (so their code paths are not ported).
+Berth's structured allocator (:mod:`berth.dra`), following the feature
+gates of the cluster's release (the Handle's ``features``; the allocator's
+switches are built from them in one place, :func:`allocator_features`).
+Where 1.35, 1.36 and 1.37 differ without a gate, the code compares
+``features.version`` and cites the release.
 
 - **PreEnqueue**: every claim of the pod exists (a templated claim is named
   in ``status.resourceClaimStatuses`` by kube-controller-manager), is not
@@ -21,45 +22,65 @@ and partitionable devices off (so their code paths are not ported).
   slices (upstream builds one per cycle; Berth keeps it while they do not
   change, so CEL results stay memoised), and the devices in use are read
   once: allocated by any claim — another scheduler's too, as the claims'
-  status says — plus this scheduler's in-flight allocations. The claims to
-  allocate are read and validated here once (``Allocator.prepare``), as
-  upstream's PreFilter builds its allocator state once per cycle.
-- **Filter**, per node: allocated claims' node selectors match; the
-  unallocated claims can be allocated there (the node's pools only; the
+  status says — plus this scheduler's in-flight allocations, with the
+  shares and consumed capacity of devices allocated more than once
+  (DRAConsumableCapacity). The claims to allocate are read and validated
+  here once (``Allocator.prepare``), as upstream's PreFilter builds its
+  allocator state once per cycle.
+- **Filter**, per node: allocated claims' node selectors match (and, with
+  binding conditions, their devices have not failed or timed out binding);
+  the unallocated claims can be allocated there (the node's pools only; the
   framework stops handing out nodes once it has enough feasible ones, as
-  ``findNodesThatPassFilters`` does). Upstream says only "cannot
-  allocate all claims"; Berth adds which claim and request fail and why
-  (no matching device, all matching devices allocated, constraint unmet) as
-  a second reason, which Explain, ``berth why`` and the FitError show.
+  ``findNodesThatPassFilters`` does). Upstream says only "cannot allocate
+  all claims"; Berth adds which claim and request fail and why (no matching
+  device, all matching devices allocated, taints, constraint unmet) as a
+  second reason, which Explain, ``berth why`` and the FitError show. A node
+  whose search runs past ``filterTimeout`` is an error (DRASchedulerFilterTimeout);
+  a node where nothing fits and some pool is invalid says so
+  ("invalid resource pools were encountered").
+- **Score** (since 1.35, weight 2 in the default set): ``8 - index`` of each
+  firstAvailable subrequest allocated, summed over the pod's claims, then
+  normalised to 0..100 (DRAPrioritizedList).
 - **Reserve** puts the node's allocation in flight (the DraStore's
   in-flight map by claim uid), so no later cycle hands its devices out;
   **Unreserve** drops it and, for a claim PreBind already reserved, removes
   the pod from ``reservedFor`` in the background.
 - **PreBind**, through the Handle's client (the claim's source: the API
   server or the embedded cluster): the ``resource.kubernetes.io/delete-protection``
-  finalizer, then ``status.allocation`` and the pod in ``status.reservedFor``
-  in one status update, retried on conflict as ``retry.RetryOnConflict``
-  does; the written claim is assumed (used before its informer event).
+  finalizer, then ``status.allocation`` (with its ``allocationTimestamp``
+  when binding conditions are on) and the pod in ``status.reservedFor`` in
+  one status update, retried on conflict as ``retry.RetryOnConflict`` does;
+  the written claim is assumed (used before its informer event). When an
+  allocated device has binding conditions, PreBind then waits (polling every
+  5 s, up to ``bindingTimeout``) until the driver reports them all true,
+  and fails on a binding failure condition or the timeout.
 - **PostFilter** deallocates a claim that is allocated, reserved by no other
   pod and unavailable on some node, before DefaultPreemption (which comes
   after this plugin) evicts anyone.
 
 Messages are upstream's byte for byte where upstream has one (cited inline).
+Not ported: extended resources backed by DRA (DRAExtendedResource:
+``DeviceClass.spec.extendedResourceName``), the PodGroup paths
+(``PodGroupPostFilter``, pending allocations shared in a PodGroup cycle,
+GenericWorkload), node-allocatable resources (alpha).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import re
 from collections.abc import Awaitable, Sequence
-from collections.abc import Set as AbstractSet
-from typing import ClassVar, cast
+from datetime import UTC, datetime
+from typing import ClassVar
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from berth import dra as allocation
+from berth import features as gates
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import dra, model
@@ -67,8 +88,20 @@ from berth.cluster.sources import Conflict
 from berth.dra import pools
 from berth.framework import interface as fw
 from berth.framework.handle import DraLister, Handle
+from berth.plugins.helpers import default_normalize_score
 
-__all__ = ["NAME", "REASON_CANNOT_ALLOCATE", "REASON_NOT_AVAILABLE", "DynamicResources", "pod_claim_name"]
+__all__ = [
+    "NAME",
+    "REASON_CANNOT_ALLOCATE",
+    "REASON_INVALID_POOLS",
+    "REASON_NOT_AVAILABLE",
+    "DynamicResources",
+    "DynamicResourcesArgs",
+    "allocated_state",
+    "allocator_features",
+    "compute_score",
+    "pod_claim_name",
+]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -76,9 +109,144 @@ NAME = "DynamicResources"
 #: dynamicresources.go Filter's reasons.
 REASON_CANNOT_ALLOCATE = "cannot allocate all claims"
 REASON_NOT_AVAILABLE = "resourceclaim not available on the node"
+#: Filter's reason where nothing fits and a pool the node reaches is invalid
+#: (structured.ErrFailedAllocationOnNode, k8s.io/dynamic-resource-allocation v0.35+).
+REASON_INVALID_POOLS = allocation.REASON_INVALID_POOLS
 #: retry.DefaultRetry (client-go): 5 steps, 10 ms apart.
 RETRY_STEPS = 5
 RETRY_DELAY_SECONDS = 0.01
+#: config.DynamicResourcesFilterTimeoutDefault, DynamicResourcesBindingTimeoutDefault (v1.37.2).
+FILTER_TIMEOUT_DEFAULT_SECONDS = 10.0
+BINDING_TIMEOUT_DEFAULT_SECONDS = 600.0
+#: PreBind's poll interval while binding conditions are pending (wait.PollUntilContextTimeout).
+BINDING_POLL_SECONDS = 5.0
+
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` (a ``metav1.Duration`` in the configuration), in seconds."""
+    body = text.strip()
+    sign = -1.0 if body.startswith("-") else 1.0
+    body = body.lstrip("+-")
+    if body == "0":
+        return 0.0
+    total, at = 0.0, 0
+    for m in _DURATION_PART.finditer(body):
+        if m.start() != at:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        at = m.end()
+    if not body or at != len(body):
+        raise ValueError(f'time: invalid duration "{text}"')
+    return sign * total
+
+
+class DynamicResourcesArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """DynamicResourcesArgs (kubescheduler.config.k8s.io/v1, v1.37.2): durations as Go writes them ("10s")."""
+
+    filter_timeout: str | None = None
+    binding_timeout: str | None = None
+
+    def validate(self) -> None:
+        """The durations parse; the gate-dependent checks (ValidateDynamicResourcesArgs)
+        are the plugin's, which knows the gates."""
+        for value in (self.filter_timeout, self.binding_timeout):
+            if value is not None:
+                parse_duration(value)
+
+
+def allocated_state(store: DraLister, *, consumable_capacity: bool) -> allocation.AllocatedState:
+    """GatherAllocatedState / ListAllAllocatedDevices (dynamicresources.go
+    PreFilter, v1.37.2): with consumable capacity, results with a ``shareID``
+    are shares (the device stays allocatable while capacity is left);
+    without it every result holds its device whole."""
+    whole = store.allocated_devices()
+    shared = store.shared_devices()
+    if consumable_capacity:
+        return allocation.AllocatedState(devices=whole, shared=shared, capacity=store.consumed_capacity())
+    return allocation.AllocatedState(devices=whole | shared if shared else whole)
+
+
+def allocator_features(f: gates.Features) -> allocation.Features:
+    """AllocatorFeatures (dynamicresources.go v1.37.2): the allocator's switches from the gates."""
+    return allocation.Features(
+        admin_access=f.dra_admin_access,
+        prioritized_list=f.dra_prioritized_list,
+        partitionable_devices=f.dra_partitionable_devices,
+        device_taints=f.dra_device_taints,
+        device_binding_and_status=f.dra_device_binding_conditions and f.dra_resource_claim_device_status,
+        consumable_capacity=f.dra_consumable_capacity,
+        fractional_capacity_range=f.dra_fractional_capacity_range,
+        release=f.version.minor,
+    )
+
+
+def compute_score(
+    claims: Sequence[dra.ResourceClaim], allocated: Sequence[Sequence[str]], version: gates.KubeVersion
+) -> int:
+    """computeScore (dynamicresources.go): per claim, ``8 - i`` for the i-th
+    firstAvailable subrequest its allocation took. ``allocated`` lists, per
+    claim allocated in this cycle (in order), the request names of its
+    devices; a claim allocated before counts its ``status.allocation``.
+    v1.35.4 indexes ``allocated`` by the claim's position among all claims
+    (fixed in 1.36: a claim allocated before has no entry there). Raises
+    ValueError where upstream's Score fails."""
+    score = 0
+    pending = 0
+    for i, claim in enumerate(claims):
+        if version < gates.KubeVersion(1, 36):
+            if i >= len(allocated):
+                raise ValueError(f"number of allocations {len(allocated)} is smaller than number of claims")
+            names: Sequence[str] = allocated[i]
+        elif claim.status.allocation is not None:
+            names = [r.request for r in claim.status.allocation.devices.results]
+        else:
+            if pending >= len(allocated):
+                raise ValueError(
+                    f"number of allocations {len(allocated)} is smaller than number of claims needing allocation"
+                )
+            names = allocated[pending]
+            pending += 1
+        subrequests = {n for n in names if "/" in n}  # resourceclaim.IsSubRequestRef
+        for request in claim.spec.devices.requests:
+            if request.exactly is not None:
+                continue
+            for j, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in subrequests:
+                    score += dra.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE - j
+    return score
+
+
+def _timeouts(args: DynamicResourcesArgs, f: gates.Features) -> tuple[float, float]:
+    """The filter and binding timeouts, seconds: SetDefaults_DynamicResourcesArgs
+    then ValidateDynamicResourcesArgs (v1.37.2), which depend on the gates."""
+    binding_gates = f.dra_device_binding_conditions and f.dra_resource_claim_device_status
+    problems = []
+    filter_timeout = 0.0
+    if f.dra_scheduler_filter_timeout:
+        filter_timeout = FILTER_TIMEOUT_DEFAULT_SECONDS
+        if args.filter_timeout is not None:
+            filter_timeout = parse_duration(args.filter_timeout)
+            if filter_timeout < 0:
+                problems.append(f"filterTimeout: Invalid value: {args.filter_timeout!r}: must be zero or positive")
+    elif args.filter_timeout is not None:
+        problems.append("filterTimeout: Forbidden: DRASchedulingFilterTimeout feature gate is disabled")
+    binding_timeout = BINDING_TIMEOUT_DEFAULT_SECONDS
+    if binding_gates:
+        if args.binding_timeout is not None:
+            binding_timeout = parse_duration(args.binding_timeout)
+            if binding_timeout < 1:
+                problems.append(f"bindingTimeout: Invalid value: {args.binding_timeout!r}: must be at least 1 second")
+    elif args.binding_timeout is not None:
+        problems.append(
+            "bindingTimeout: Forbidden: "
+            "DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled"
+        )
+    if problems:
+        raise ValueError("; ".join(problems))
+    return filter_timeout, binding_timeout
 
 
 class _Unschedulable(Exception):
@@ -86,7 +254,7 @@ class _Unschedulable(Exception):
 
 
 def pod_claim_name(pod: model.Pod, ref: model.PodResourceClaim) -> tuple[str | None, bool]:
-    """``resourceclaim.Name`` (k8s.io/dynamic-resource-allocation v0.34.4): the
+    """``resourceclaim.Name`` (k8s.io/dynamic-resource-allocation v0.37.2): the
     claim's name (None: intentionally not created, skip it) and whether it
     must be checked to belong to the pod. Raises _Unschedulable."""
     if ref.resource_claim_name is not None:
@@ -129,6 +297,9 @@ class _State:
     node_allocations: dict[str, allocation.Solution] = dataclasses.field(default_factory=dict)
     #: Allocated claims not available on at least one node (PostFilter deallocates one).
     unavailable: set[int] = dataclasses.field(default_factory=set)
+    #: Allocated claims whose devices failed binding or timed out binding
+    #: (binding conditions): unavailable on every node.
+    not_bound: set[int] = dataclasses.field(default_factory=set)
     #: Filter's statuses by Unsatisfiable (many nodes share one): (outcome, status) by id.
     _statuses: dict[int, tuple[allocation.Unsatisfiable, fw.Status]] = dataclasses.field(default_factory=dict)
 
@@ -136,10 +307,12 @@ class _State:
         """Filter's status for a node where the claims cannot be allocated."""
         got = self._statuses.get(id(outcome))
         if got is None or got[0] is not outcome:
-            got = self._statuses[id(outcome)] = (
-                outcome,
-                fw.Status.unresolvable(REASON_CANNOT_ALLOCATE, outcome.message, plugin=NAME),
-            )
+            if outcome.reason == allocation.REASON_INVALID_POOLS:
+                # ErrFailedAllocationOnNode: upstream's own reason, nothing to add.
+                st = fw.Status.unresolvable(REASON_INVALID_POOLS, plugin=NAME)
+            else:
+                st = fw.Status.unresolvable(REASON_CANNOT_ALLOCATE, outcome.message, plugin=NAME)
+            got = self._statuses[id(outcome)] = (outcome, st)
         return got[1]
 
 
@@ -150,16 +323,18 @@ class DynamicResources:
     """kube-scheduler's DynamicResources plugin; see the module docstring."""
 
     NAME: ClassVar[str] = NAME
-    Args: ClassVar[None] = None
+    Args: ClassVar[type[DynamicResourcesArgs]] = DynamicResourcesArgs
     #: Filter judges node by node (an allocation per node): the framework
     #: hands it only the rows it still needs (``Framework.run_filter``).
     FILTER_PER_NODE: ClassVar[bool] = True
 
-    def __init__(self, args: None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: DynamicResourcesArgs | None = None, handle: Handle | None = None) -> None:
         if handle is None:
             raise ValueError(f"{NAME} needs the Handle (its DRA listers and client)")
         self.handle = handle
-        self.features = allocation.Features()
+        self.gates = handle.features
+        self.features = allocator_features(handle.features)
+        self.filter_timeout, self.binding_timeout = _timeouts(args or DynamicResourcesArgs(), handle.features)
         # dynamicresources.go New: "a LRU cache for compiled CEL expressions".
         self.cel_cache = allocation.CelCache()
         self._allocator: allocation.Allocator | None = None
@@ -174,7 +349,7 @@ class DynamicResources:
     # ------------------------------------------------------------ queueing
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """EventsToRegister with SchedulingQueueHint on (v1.34's default). The
+        """EventsToRegister with SchedulingQueueHint on (the default). The
         ``Pod/UpdatePodGeneratedResourceClaim`` event needs no entry: a pod's
         own update re-runs PreEnqueue (and retries an unschedulable pod)."""
         add_update = fw.ActionType.ADD | fw.ActionType.UPDATE
@@ -238,7 +413,7 @@ class DynamicResources:
         for i, claim in enumerate(claims):
             alloc = claim.status.allocation
             if alloc is not None:
-                # resourceclaim.CanBeReserved returns true in v0.34 (the API
+                # resourceclaim.CanBeReserved returns true (v0.35 to v0.37; the API
                 # server refuses a 257th consumer); Berth checks the limit
                 # here, as upstream did before, so the pod waits instead of
                 # failing in PreBind.
@@ -246,6 +421,15 @@ class DynamicResources:
                 if full and not _reserved_for(pod, claim):
                     return fw.PreFilterResult(fw.Status.unresolvable("resourceclaim in use", plugin=NAME))
                 s.available_on[i] = alloc.node_selector
+                if self._binding_gates:
+                    # Filter's binding-conditions check: failed, or still pending past
+                    # bindingTimeout, makes the claim a candidate for PostFilter's deallocation.
+                    try:
+                        pending = not _ready_for_binding(claim) and self._binding_timed_out(claim)
+                    except _BindingError:
+                        pending = True
+                    if pending:
+                        s.not_bound.add(i)
                 continue
             s.to_allocate.append(i)
             if store.has_pending_allocation(claim.metadata.uid):
@@ -257,6 +441,12 @@ class DynamicResources:
             for request in claim.spec.devices.requests:
                 if request.exactly is not None:
                     st = self._validate_class(request.exactly.device_class_name, request.name)
+                elif request.first_available and not self.gates.dra_prioritized_list:
+                    st = fw.Status.unresolvable(
+                        f"resource claim {_kobj(claim)}, request {request.name}: has subrequests, "
+                        "but the DRAPrioritizedList feature is disabled",
+                        plugin=NAME,
+                    )
                 elif request.first_available:
                     st = fw.SUCCESS
                     for sub in request.first_available:
@@ -273,9 +463,12 @@ class DynamicResources:
         if s.to_allocate:
             # dynamicresources.go PreFilter: NewAllocator once per cycle, over
             # the devices in use now; Filter then only runs Allocate per node.
-            in_use = cast(AbstractSet[allocation.DeviceID], store.allocated_devices())
+            timeout = self.filter_timeout if self.gates.dra_scheduler_filter_timeout else 0.0
             s.prepared = self._current_allocator(store).prepare(
-                [claims[i] for i in s.to_allocate], in_use, versions=store.pool_versions
+                [claims[i] for i in s.to_allocate],
+                allocated_state(store, consumable_capacity=self.gates.dra_consumable_capacity),
+                versions=store.pool_versions,
+                timeout=timeout or None,
             )
         return fw.PreFilterResult()
 
@@ -328,6 +521,8 @@ class DynamicResources:
                 outcome = solve(info.node)
             except allocation.AllocationError as e:
                 st = fw.Status.error(str(e), plugin=NAME)
+            except allocation.FilterTimeout:
+                st = _timed_out(info.name)
             else:
                 if isinstance(outcome, allocation.Solution):
                     found[info.name] = outcome
@@ -346,7 +541,7 @@ class DynamicResources:
             [
                 i
                 for i, selector in enumerate(s.available_on)
-                if selector is not None and not pools.node_matches(node, None, None, selector)
+                if (selector is not None and not pools.node_matches(node, None, None, selector)) or i in s.not_bound
             ]
             if len(s.to_allocate) < len(s.claims)
             else []
@@ -359,6 +554,8 @@ class DynamicResources:
                 # "This should only fail if there is something wrong with the
                 # claim or class": an error, retried with backoff.
                 return fw.Status.error(str(e), plugin=NAME)
+            except allocation.FilterTimeout:
+                return _timed_out(node.metadata.name)
             if isinstance(outcome, allocation.Unsatisfiable):
                 return s.unsatisfiable_status(outcome)
             results = outcome
@@ -372,9 +569,13 @@ class DynamicResources:
     def post_filter(
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
+        # v1.37.2 gives these two outcomes no message (deallocateOrDeletePodClaims);
+        # v1.35.4 and v1.36.3 said "no new claims to deallocate" and "still
+        # not schedulable", which the FitError put before the nodes' reasons.
+        quiet = self.gates.version >= gates.KubeVersion(1, 37)
         s = state.get(STATE_KEY)
         if s is None or not s.claims:
-            return fw.PostFilterResult(fw.Status.unschedulable("no new claims to deallocate", plugin=NAME))
+            return fw.PostFilterResult(_unschedulable(() if quiet else ("no new claims to deallocate",)))
         # Upstream picks one at random ("there is no better heuristic"); the
         # first, here, so that a run is reproducible.
         for i in sorted(s.unavailable):
@@ -382,10 +583,38 @@ class DynamicResources:
             reserved = claim.status.reserved_for
             if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
                 self.handle.client.deallocate_claim(claim)
-                return fw.PostFilterResult(
-                    fw.Status.unschedulable("deallocation of ResourceClaim completed", plugin=NAME)
-                )
-        return fw.PostFilterResult(fw.Status.unschedulable("still not schedulable", plugin=NAME))
+                return fw.PostFilterResult(_unschedulable(("deallocation of ResourceClaim completed",)))
+        return fw.PostFilterResult(_unschedulable(() if quiet else ("still not schedulable",)))
+
+    # ------------------------------------------------------------ scoring
+
+    def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        """Score (dynamicresources.go, since v1.35): :func:`compute_score` of
+        the node's allocation; 0 where Filter found none to make (every claim
+        allocated already). Off without DRAPrioritizedList since 1.36."""
+        out = np.zeros(len(rows), dtype=np.int64)
+        s = state.get(STATE_KEY)
+        if s is None or not s.claims or not s.node_allocations:
+            return out
+        if self.gates.version >= gates.KubeVersion(1, 36) and not self.gates.dra_prioritized_list:
+            return out
+        found = s.node_allocations
+        for k, row in enumerate(rows.tolist()):
+            solution = found.get(nodes.name(row))
+            if solution is None:
+                continue
+            try:
+                out[k] = compute_score(s.claims, solution.request_names(), self.gates.version)
+            except ValueError as e:
+                # An error status from Score fails the attempt (RunScorePlugins).
+                raise RuntimeError(f'running Score plugins: plugin "{NAME}" failed with: {e}') from None
+        return out
+
+    def normalize_score(self, state: fw.CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        """NormalizeScore: helper.DefaultNormalizeScore(MaxNodeScore, false)."""
+        if not scores.any():
+            return scores
+        return default_normalize_score(scores, fw.MAX_NODE_SCORE)
 
     # ------------------------------------------------------------ reserve
 
@@ -433,6 +662,12 @@ class DynamicResources:
 
     # ------------------------------------------------------------ binding
 
+    def pre_bind_pre_flight(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        """PreBindPreFlight (``dynamicresources.go`` v1.37.2): Skip when the
+        pod has no claims, Success when PreBind has some to write."""
+        s = state.get(STATE_KEY)
+        return fw.SUCCESS if s is not None and s.claims else fw.Status.skip()
+
     async def pre_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
         s = state.get(STATE_KEY)
         if s is None or not s.claims:
@@ -444,7 +679,57 @@ class DynamicResources:
                 s.claims[i] = await self._bind_claim(s, i, pod)
             except Exception as e:  # statusError: retried with backoff, after Unreserve
                 return fw.Status.error(str(e), plugin=NAME)
+        if not self._binding_gates or not any(_has_binding_conditions(c) for c in s.claims):
+            return fw.SUCCESS
+        # "We need to wait for the device to be attached to the node."
+        try:
+            await self._wait_for_binding(s)
+        except _BindingError as e:
+            # "Returning an error here causes another scheduling attempt. In that next
+            # attempt, PreFilter will detect the timeout or error and try to recover."
+            return fw.Status.error(str(e), plugin=NAME)
         return fw.SUCCESS
+
+    @property
+    def _binding_gates(self) -> bool:
+        return self.gates.dra_device_binding_conditions and self.gates.dra_resource_claim_device_status
+
+    async def _wait_for_binding(self, s: _State) -> None:
+        """wait.PollUntilContextTimeout(5 s, bindingTimeout, immediate) over
+        isPodReadyForBinding; raises _BindingError on a failure condition or
+        the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.binding_timeout
+        while True:
+            if self._pod_ready_for_binding(s):
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                raise _BindingError("device binding timeout: context deadline exceeded")
+            await asyncio.sleep(min(BINDING_POLL_SECONDS, left))
+
+    def _pod_ready_for_binding(self, s: _State) -> bool:
+        """isPodReadyForBinding: every claim's binding conditions true, none failed."""
+        for i, claim in enumerate(s.claims):
+            latest = self.store.claim(claim.metadata.namespace, claim.metadata.name)
+            if latest is None:
+                raise _BindingError(f'resourceclaim "{claim.metadata.name}" not found')
+            s.claims[i] = latest
+            if not _ready_for_binding(latest):
+                if self._binding_timed_out(latest):
+                    raise _BindingError(f"device binding timeout: claim={latest.metadata.name}")
+                return False
+        return True
+
+    def _binding_timed_out(self, claim: dra.ResourceClaim) -> bool:
+        """isClaimTimeout: a device with binding conditions, allocated longer ago than bindingTimeout."""
+        allocation = claim.status.allocation
+        if not self._binding_gates or allocation is None or not allocation.allocation_timestamp:
+            return False
+        if not any(r.binding_conditions for r in allocation.devices.results):
+            return False
+        since = datetime.fromisoformat(allocation.allocation_timestamp)
+        return (datetime.now(UTC) - since).total_seconds() > self.binding_timeout
 
     async def _bind_claim(self, s: _State, i: int, pod: PodInfo) -> dra.ResourceClaim:
         """bindClaim: finalizer, allocation and reservation, with conflict retries."""
@@ -494,10 +779,78 @@ class DynamicResources:
             status = msgspec.structs.replace(claim.status, allocation=result)
         consumer = dra.ResourceClaimConsumerReference(resource="pods", name=pod.pod.metadata.name, uid=pod.uid)
         status = msgspec.structs.replace(status, reserved_for=[*status.reserved_for, consumer])
+        if self._binding_gates:
+            if status.allocation is None:
+                raise RuntimeError(f"claim {_kobj(claim)} got deallocated elsewhere in the meantime")
+            if status.allocation.allocation_timestamp is None:
+                now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                status = msgspec.structs.replace(
+                    status, allocation=msgspec.structs.replace(status.allocation, allocation_timestamp=now)
+                )
         what = "add allocation and reservation to" if result is not None else "add reservation to"
         return await _wrapped(
             client.update_claim_status(msgspec.structs.replace(claim, status=status)), f"{what} claim {_kobj(claim)}"
         )
+
+
+class _BindingError(Exception):
+    """ErrDeviceBindingFailed / ErrDeviceBindingTimeout."""
+
+
+def _has_binding_conditions(claim: dra.ResourceClaim) -> bool:
+    """hasBindingConditions, for one claim."""
+    allocation = claim.status.allocation
+    return allocation is not None and any(r.binding_conditions for r in allocation.devices.results)
+
+
+def _condition(conditions: Sequence[dict[str, object]], kind: str) -> dict[str, object] | None:
+    """apimeta.FindStatusCondition."""
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def _ready_for_binding(claim: dra.ResourceClaim) -> bool:
+    """isClaimReadyForBinding (dynamicresources.go v1.37.2): every device with
+    binding conditions has a status whose conditions are all true; raises
+    _BindingError when one of its binding failure conditions is true."""
+    allocation = claim.status.allocation
+    if allocation is None:
+        return False
+    for result in allocation.devices.results:
+        if not result.binding_conditions:
+            continue
+        status = next(
+            (
+                d
+                for d in claim.status.devices
+                if (d.driver, d.pool, d.device) == (result.driver, result.pool, result.device)
+            ),
+            None,
+        )
+        if status is None:
+            return False
+        for kind in result.binding_failure_conditions:
+            failed = _condition(status.conditions, kind)
+            if failed is not None and failed.get("status") == "True":
+                message = json.dumps(str(failed.get("message", "")))
+                raise _BindingError(
+                    f"device binding failed: claim={claim.metadata.name}, reason={failed.get('reason', '')}, "
+                    f"message={message}"
+                )
+        for kind in result.binding_conditions:
+            cond = _condition(status.conditions, kind)
+            if cond is None or cond.get("status") != "True":
+                return False
+    return True
+
+
+def _unschedulable(reasons: Sequence[str]) -> fw.Status:
+    return fw.Status.unschedulable(*reasons, plugin=NAME)
+
+
+def _timed_out(node: str) -> fw.Status:
+    """Filter's error when the node's search ran past filterTimeout (v1.37.2):
+    "Timeouts are potentially transient", so the pod retries with backoff."""
+    return fw.Status.error(f"node {node}: timed out trying to allocate devices", plugin=NAME)
 
 
 async def _wrapped(call: Awaitable[dra.ResourceClaim], what: str) -> dra.ResourceClaim:

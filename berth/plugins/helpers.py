@@ -2,7 +2,9 @@
 
 - :func:`default_normalize_score`: ``plugins/helper/normalize_score.go``.
 - :func:`tolerates` / :func:`first_untolerated`: ``v1.Toleration.ToleratesTaint``
-  and ``v1helper.FindMatchingUntoleratedTaint`` (k8s.io/api, component-helpers).
+  and ``v1helper.FindMatchingUntoleratedTaint`` (k8s.io/api v0.37.2,
+  component-helpers v0.37.2), with the ``Lt`` / ``Gt`` operators of
+  TaintTolerationComparisonOperators.
 - :func:`term_mask` / :func:`node_selector_mask`: node selector terms over
   every row at once, with :mod:`berth.cluster.labels`' meanings (terms ORed,
   requirements ANDed, an empty term matches nothing, an invalid requirement
@@ -75,26 +77,53 @@ def default_normalize_score(scores: IntArray, max_priority: int = 100, reverse: 
     return max_priority - out if reverse else out
 
 
-def tolerates(t: model.Toleration, taint: model.Taint) -> bool:
-    """v1.Toleration.ToleratesTaint."""
+def _decimal_int64(value: str) -> int | None:
+    """apimachinery ``content.IsDecimalInteger`` then ``strconv.ParseInt(v, 10, 64)``:
+    an optional ``-``, no leading zero (``0`` alone is fine), digits only,
+    within int64; None otherwise."""
+    digits = value[1:] if value.startswith("-") else value
+    if not digits or not digits.isascii() or not digits.isdigit() or (digits[0] == "0" and value != "0"):
+        return None
+    if len(digits) > 19:  # longer than any int64 (and no huge int is ever built)
+        return None
+    n = int(value)
+    return n if -(2**63) <= n < 2**63 else None
+
+
+def tolerates(t: model.Toleration, taint: model.Taint, comparison_operators: bool = False) -> bool:
+    """v1.Toleration.ToleratesTaint (k8s.io/api v0.37.2 core/v1/toleration.go).
+
+    ``Lt`` / ``Gt`` compare the taint's value with the toleration's as
+    int64s (the taint's must be less / greater) when ``comparison_operators``
+    (TaintTolerationComparisonOperators, alpha and off in 1.35-1.37) is on;
+    without it, or when either value is not a decimal integer, they
+    tolerate nothing."""
     if t.effect and t.effect != taint.effect:
         return False
     if t.key and t.key != taint.key:
         return False
     if t.operator in ("", "Equal"):
         return t.value == taint.value
-    return t.operator == "Exists"
+    if t.operator == "Exists":
+        return True
+    if t.operator in ("Lt", "Gt") and comparison_operators:
+        mine, theirs = _decimal_int64(t.value), _decimal_int64(taint.value)
+        if mine is None or theirs is None:
+            return False
+        return theirs < mine if t.operator == "Lt" else theirs > mine
+    return False
 
 
 def first_untolerated(
     taints: Iterable[model.Taint],
     tolerations: Sequence[model.Toleration],
     keep: Callable[[model.Taint], bool],
+    comparison_operators: bool = False,
 ) -> model.Taint | None:
     """v1helper.FindMatchingUntoleratedTaint: the first taint ``keep`` selects
     that no toleration tolerates."""
     for taint in taints:
-        if keep(taint) and not any(tolerates(t, taint) for t in tolerations):
+        if keep(taint) and not any(tolerates(t, taint, comparison_operators) for t in tolerations):
             return taint
     return None
 

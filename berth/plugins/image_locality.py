@@ -1,16 +1,19 @@
 """ImageLocality: prefer nodes that already hold the pod's container images.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/imagelocality/image_locality.go``:
 
 - every init container and container image (``normalizedImageName``: an
-  untagged name gets ``:latest``) that a node has adds
+  untagged name gets ``:latest``) and, since 1.36, every image volume's
+  reference (``volumes[].image.reference``) that a node has adds
   ``int64(float64(size) * spread)`` to that node's sum, where spread is the
   number of nodes holding the image over the number of nodes in the snapshot
   — an image present everywhere counts fully, a rare one little, so pods are
   not all drawn to the few nodes that happen to have pulled an image;
 - ``calculatePriority`` clamps the sum to [23 MiB, 1000 MiB x number of
-  containers] and scales it to 0..MaxNodeScore with integer arithmetic.
+  images] and scales it to 0..MaxNodeScore with integer arithmetic. The
+  number of images is the containers' in 1.35 and 1.36, the containers' and
+  image volumes' from 1.37 (``sumImageScores`` returns it since v1.37.0).
 
 The loop is over the pod's images; each image's rows come from
 :meth:`NodeTable.images`, so the work per node is a few numpy operations.
@@ -23,12 +26,14 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable, normalize_image
+from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 
-__all__ = ["MAX_CONTAINER_THRESHOLD", "MIN_THRESHOLD", "ImageLocality", "calculate_priority"]
+__all__ = ["MAX_CONTAINER_THRESHOLD", "MIN_THRESHOLD", "ImageLocality", "calculate_priority", "pod_images"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -41,16 +46,33 @@ MAX_CONTAINER_THRESHOLD = 1000 * MB
 _MAX_TERMS = 1024
 
 
-def calculate_priority(sum_scores: IntArray, num_containers: int) -> IntArray:
+def calculate_priority(sum_scores: IntArray, image_count: int) -> IntArray:
     """image_locality.go calculatePriority, over an array of per-node sums."""
-    if num_containers <= 0:
+    if image_count <= 0:
         # maxThreshold 0: every sum clamps to minThreshold, which scores 0.
         return np.zeros_like(sum_scores)
-    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    max_threshold = MAX_CONTAINER_THRESHOLD * image_count
     clamped = np.clip(sum_scores, MIN_THRESHOLD, max_threshold)
     # Both operands are non-negative, so floor division is Go's truncating one.
     out: IntArray = fw.MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
     return out
+
+
+def pod_images(spec: model.PodSpec, version: features.KubeVersion) -> tuple[list[str], int]:
+    """image_locality.go sumImageScores' images of a pod and the image count
+    calculatePriority scales by, as ``version`` has them: image volumes count
+    towards the sum since v1.36.0 and towards the count since v1.37.0
+    (compare v1.35.4, v1.36.3 and v1.37.2; no feature gate)."""
+    names = [c.image for c in (*spec.init_containers, *spec.containers)]
+    count = len(names)
+    if version >= features.KubeVersion(1, 36):
+        for volume in spec.volumes:
+            if volume.image is None:
+                continue
+            names.append(volume.image.reference)
+            if version >= features.KubeVersion(1, 37):
+                count += 1
+    return names, count
 
 
 class ImageLocality:
@@ -61,6 +83,7 @@ class ImageLocality:
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         self.handle = handle
+        self.version = handle.features.version if handle is not None else features.NEWEST
         # (image index, {(name, number of nodes, cap): (rows, scaled sizes)}):
         # each image's per-node terms depend only on the index (rebuilt, as
         # a new object, whenever the nodes change: NodeTable.images), the
@@ -94,19 +117,18 @@ class ImageLocality:
         return hit
 
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
-        spec = pod.pod.spec
-        containers = (*spec.init_containers, *spec.containers)
+        names, count = pod_images(pod.pod.spec, self.version)
         images = nodes.images()
-        present = [(name, f) for c in containers if (f := images.get(name := normalize_image(c.image))) is not None]
+        present = [(name, f) for image in names if (f := images.get(name := normalize_image(image))) is not None]
         if not present:
             # No node has any of the pod's images: every sum is 0, which
             # calculatePriority scores 0 (below minThreshold).
             return np.zeros(len(rows), dtype=np.int64)
         total_nodes = len(nodes.alive_rows())
         sums = np.zeros(nodes.size, dtype=np.int64)
-        cap = MAX_CONTAINER_THRESHOLD * max(len(containers), 1)
+        cap = MAX_CONTAINER_THRESHOLD * max(count, 1)
         if total_nodes:
             for name, entry in present:
                 uniq, scaled = self._terms(images, name, entry, total_nodes, cap)
                 sums[uniq] = np.minimum(sums[uniq] + scaled, cap)
-        return calculate_priority(sums[rows], len(containers))
+        return calculate_priority(sums[rows], count)

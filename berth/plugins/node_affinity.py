@@ -1,7 +1,9 @@
 """NodeAffinity: ``spec.nodeSelector`` and node affinity, required and preferred.
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``
-(with ``component-helpers/scheduling/corev1/nodeaffinity``):
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``
+(with ``component-helpers/scheduling/corev1/nodeaffinity``; unchanged since
+v1.34 but for SignPod and the deferred-resize skip of the alpha
+InPlacePodVerticalScalingSchedulerPreemption, which Berth does not follow):
 
 - PreFilter: Skip when the pod has neither a nodeSelector nor required node
   affinity and the profile adds none. When every required term pins

@@ -1,7 +1,9 @@
 """NodePorts: a pod's host ports must be free on the node.
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``
-with ``HostPortInfo.CheckConflict`` (``k8s.io/kube-scheduler/framework/types.go``)
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``
+(unchanged since v1.34 but for SignPod and the deferred-resize skip of the
+alpha InPlacePodVerticalScalingSchedulerPreemption, not followed) with
+``HostPortInfo.CheckConflict`` (``k8s.io/kube-scheduler/framework/types.go``)
 and ``schedutil.GetHostPorts`` (``pkg/scheduler/util/utils.go``):
 
 - PreFilter collects the pod's host ports — those of its containers and of

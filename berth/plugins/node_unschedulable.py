@@ -1,12 +1,15 @@
 """NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take no pods,
 unless the pod tolerates ``node.kubernetes.io/unschedulable:NoSchedule``.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go``:
 UnschedulableAndUnresolvable ``node(s) were unschedulable``; re-queued by a
 node being added or uncordoned (Node/Add, Node/UpdateNodeTaint — the API
 server mirrors ``unschedulable`` as that taint) and by the pod gaining a
-toleration.
+toleration. The toleration is matched as TaintToleration matches it
+(TaintTolerationComparisonOperators included). Not followed: v1.37's PreFilter
+skipping pods whose resize is deferred
+(InPlacePodVerticalScalingSchedulerPreemption, alpha and off).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model
@@ -38,6 +42,8 @@ class NodeUnschedulable:
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         self.handle = handle
         self._status = fw.Status.unresolvable(ERR_REASON, plugin=self.NAME)
+        feats = handle.features if handle is not None else features.Features.newest()
+        self.comparison_operators = feats.taint_toleration_comparison_operators
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
         return (
@@ -49,6 +55,8 @@ class NodeUnschedulable:
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: npt.NDArray[np.int64]
     ) -> fw.NodeVerdicts:
         cordoned = nodes.unschedulable[rows]
-        if not cordoned.any() or any(tolerates(t, UNSCHEDULABLE_TAINT) for t in pod.pod.spec.tolerations):
+        if not cordoned.any() or any(
+            tolerates(t, UNSCHEDULABLE_TAINT, self.comparison_operators) for t in pod.pod.spec.tolerations
+        ):
             return fw.NodeVerdicts.all_ok(len(rows))
         return fw.NodeVerdicts.fail_where(np.asarray(cordoned, dtype=bool), self._status)

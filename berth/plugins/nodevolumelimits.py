@@ -1,6 +1,6 @@
 """NodeVolumeLimits: a node's CSI drivers attach at most ``allocatable.count`` volumes each.
 
-Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go``
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go``
 (``CSILimits``):
 
 - PreFilter: Skip unless the pod has a ``persistentVolumeClaim`` or
@@ -8,20 +8,28 @@ Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/nodevolumelimit
 - Filter, per node: the pod's attachable volumes are found by driver and
   volume handle — a bound claim through its PV's ``csi`` source (or its
   migrated in-tree source), an unbound one through its class's provisioner
-  (one handle per claim) — minus those pods on the node already use. Where
+  (one handle per claim). With the VolumeLimitScaling gate (beta and on
+  since 1.37, alpha and off before), a driver the node's CSINode does not
+  list fails the node, Unschedulable ``DRIVER CSI driver is not installed on
+  the node``, when the driver has a CSIDriver object that sets
+  ``preventPodSchedulingIfMissing`` (1.35: when it has a CSIDriver object at
+  all). Then the volumes pods on the node already use are set aside. Where
   the node's CSINode gives a driver an ``allocatable.count`` and the volumes
   already attached plus the new ones pass it: Unschedulable ``node(s) exceed
   max volume count``. A claim the pod needs that does not exist is
   UnschedulableAndUnresolvable (``looking up PVC NS/NAME: persistentvolumeclaim
-  "NAME" not found``). No CSINode or no limits: the node passes.
+  "NAME" not found``). No CSINode or no limits: no count to pass.
 
 CSI migration of in-tree volumes: GCE PD (``pd.csi.storage.gke.io``) and AWS
 EBS (``ebs.csi.aws.com``), inline or as PVs or as a class's in-tree
 provisioner, count against their CSI driver on nodes that have a CSINode (as
 ``isCSIMigrationOn``, for which these plugins' migration is GA). Handles are
 normalised as csi-translation-lib does for uniqueness only. Not ported: Azure
-Disk, Cinder and Portworx sources (Berth's model has none), and
-VolumeAttachments (volumes attached to the node by no pod Berth knows).
+Disk, Cinder and Portworx sources (Berth's model has none),
+VolumeAttachments (volumes attached to the node by no pod Berth knows), the
+InPlacePodVerticalScalingSchedulerPreemption skip for resize-deferred pods
+(alpha, off in every release Berth follows) and SignPod (no pod signatures
+in Berth's framework).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model, storage
@@ -90,12 +99,19 @@ class NodeVolumeLimits:
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         self.handle = handle
+        feats = handle.features if handle is not None else features.Features.newest()
+        self._volume_limit_scaling = feats.volume_limit_scaling
+        # csi.go v1.36.3 checkCSIDriverOnNode reads the CSIDriver's opt-in
+        # (preventPodSchedulingIfMissing, new in 1.36); v1.35.4's requires
+        # every driver that has a CSIDriver object.
+        self._driver_opt_in = feats.version >= features.KubeVersion(1, 36)
         #: randomVolumeIDPrefix: handles of claims not provisioned yet.
         self.random_prefix = uuid.uuid4().hex
         self._exceeded = fw.Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=self.NAME)
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """csi.go EventsToRegister (VolumeAttachment aside: not watched)."""
+        """csi.go EventsToRegister (VolumeAttachment aside: not watched). A
+        driver installed on a node updates its CSINode."""
         return (
             fw.ClusterEvent("CSINode", fw.ActionType.ADD | fw.ActionType.UPDATE),
             fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),
@@ -208,6 +224,13 @@ class NodeVolumeLimits:
             return fw.Status.error(str(e), plugin=self.NAME)
         if not new:
             return None
+        if self._volume_limit_scaling:
+            # Go ranges over a map here; Berth names the first missing driver in the pod's order.
+            for driver in dict.fromkeys(new.values()):
+                if not self._driver_on_node(driver, csi_node, volumes):
+                    return fw.Status.unschedulable(
+                        f"{driver} CSI driver is not installed on the node", plugin=self.NAME
+                    )
         limits: dict[str, int] = {}
         if csi_node is not None:
             for d in csi_node.spec.drivers:
@@ -233,3 +256,13 @@ class NodeVolumeLimits:
             if limit is not None and attached_count.get(driver, 0) + count > limit:
                 return self._exceeded
         return None
+
+    def _driver_on_node(self, driver: str, csi_node: storage.CSINode | None, volumes: VolumeLister) -> bool:
+        """checkCSIDriverOnNode: a driver without a CSIDriver object may not be
+        a CSI driver at all, and one that does not opt in is not required."""
+        obj = volumes.csi_driver(driver)
+        if obj is None:
+            return True
+        if self._driver_opt_in and not obj.spec.prevent_pod_scheduling_if_missing:
+            return True
+        return csi_node is not None and any(d.name == driver for d in csi_node.spec.drivers)

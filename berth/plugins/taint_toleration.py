@@ -2,12 +2,12 @@
 NoExecute taints, and prefers nodes with fewer PreferNoSchedule taints it
 does not tolerate.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``:
 
 - Filter: a NoSchedule/NoExecute taint no toleration tolerates fails the
   node, UnschedulableAndUnresolvable, ``node(s) had untolerated taint(s)``
-  (:data:`ERR_REASON_NOT_MATCH`) — byte for byte what v1.34.4's Filter
+  (:data:`ERR_REASON_NOT_MATCH`) — byte for byte what v1.37.2's (as v1.34.4's) Filter
   returns (``fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) had
   untolerated taint(s)")``; the taint itself only goes to its V(4) log
   line, "node had untolerated taints" with ``untoleratedTaint``). Older
@@ -16,6 +16,13 @@ Mirrors kube-scheduler v1.34
 - PreScore keeps the tolerations whose effect is empty or PreferNoSchedule;
   Score counts the node's PreferNoSchedule taints those do not tolerate;
   NormalizeScore is DefaultNormalizeScore reversed (fewest taints: 100).
+- Both honour ``Lt`` / ``Gt`` tolerations (a numeric comparison with the
+  taint's value) when TaintTolerationComparisonOperators is on (alpha, off by
+  default in 1.35-1.37; :func:`~berth.plugins.helpers.tolerates`).
+
+Not followed: v1.37's PreFilter that skips pods whose resize is deferred
+(InPlacePodVerticalScalingSchedulerPreemption, alpha and off; Berth does not
+schedule a bound pod again).
 
 Nodes with identical taints share a taint group in the NodeTable, so each
 distinct taint set is judged once per pod, then spread over rows.
@@ -30,12 +37,19 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
-from berth.plugins.helpers import DO_NOT_SCHEDULE, PREFER_NO_SCHEDULE, default_normalize_score, first_untolerated
+from berth.plugins.helpers import (
+    DO_NOT_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    default_normalize_score,
+    first_untolerated,
+    tolerates,
+)
 
 __all__ = ["ERR_REASON_NOT_MATCH", "PRE_SCORE_KEY", "TaintToleration"]
 
@@ -51,7 +65,7 @@ PRE_SCORE_KEY: fw.StateKey[_PreScoreState] = fw.StateKey("PreScoreTaintToleratio
 #: The all-zero counts Score last returned in this cycle, which NormalizeScore then need not scan.
 _NONE_COUNTED: fw.StateKey[IntArray] = fw.StateKey("TaintTolerationNoneCounted")
 
-#: Filter's reason (taint_toleration.go, v1.34.4: the literal in Filter's NewStatus).
+#: Filter's reason (taint_toleration.go, v1.37.2: the literal in Filter's NewStatus).
 ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
 
 
@@ -65,6 +79,8 @@ class TaintToleration:
 
     def __init__(self, args: None = None, handle: Handle | None = None) -> None:
         self.handle = handle
+        feats = handle.features if handle is not None else features.Features.newest()
+        self.comparison_operators = feats.taint_toleration_comparison_operators
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
         return (
@@ -80,7 +96,10 @@ class TaintToleration:
         # Per distinct taint group: does some NoSchedule/NoExecute taint go untolerated?
         untolerated = np.zeros(len(nodes.taint_sets), dtype=bool)
         for g in np.unique(groups).tolist():
-            untolerated[g] = first_untolerated(nodes.taint_sets[g], tolerations, _do_not_schedule) is not None
+            untolerated[g] = (
+                first_untolerated(nodes.taint_sets[g], tolerations, _do_not_schedule, self.comparison_operators)
+                is not None
+            )
         bad = untolerated[groups]
         if not bad.any():
             return fw.NodeVerdicts.all_ok(len(rows))
@@ -106,7 +125,7 @@ class TaintToleration:
                 1
                 for taint in nodes.taint_sets[g]
                 if taint.effect == PREFER_NO_SCHEDULE
-                and first_untolerated((taint,), tolerations, lambda _t: True) is not None
+                and not any(tolerates(t, taint, self.comparison_operators) for t in tolerations)
             )
         out: IntArray = counts[groups]
         return out

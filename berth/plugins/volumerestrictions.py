@@ -1,6 +1,6 @@
 """VolumeRestrictions: exclusive disks and ReadWriteOncePod claims are used by one pod at a time.
 
-Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``:
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``:
 
 - PreFilter reads the pod's ``persistentVolumeClaim`` claims (a missing one
   is UnschedulableAndUnresolvable ``persistentvolumeclaim "NAME" not found``)
@@ -120,12 +120,13 @@ class VolumeRestrictions:
         self._rwop = fw.Status.unschedulable(ERR_REASON_RWOP_CONFLICT, plugin=self.NAME)
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """volume_restrictions.go EventsToRegister (without queueing hints)."""
+        """volume_restrictions.go EventsToRegister (its queueing hints aside):
+        of nodes only a new one. The taint and label updates were registered
+        only without SchedulerQueueingHints, GA and on in 1.35 and 1.36 and
+        gone from v1.37.2's code."""
         return (
             fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),
-            fw.ClusterEvent(
-                "Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_TAINT | fw.ActionType.UPDATE_NODE_LABEL
-            ),
+            fw.ClusterEvent("Node", fw.ActionType.ADD),
             fw.ClusterEvent("PersistentVolumeClaim", fw.ActionType.ADD),
         )
 

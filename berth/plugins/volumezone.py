@@ -1,6 +1,6 @@
 """VolumeZone: a pod's bound PersistentVolumes must be in the node's zone and region.
 
-Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/volumezone/volume_zone.go``:
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/volumezone/volume_zone.go``:
 
 - PreFilter collects, for each ``persistentVolumeClaim`` volume, the zone and
   region labels of its PV (``topology.kubernetes.io/zone|region`` and their
@@ -85,13 +85,13 @@ class VolumeZone:
         self._conflict = fw.Status.unresolvable(ERR_REASON_CONFLICT, plugin=self.NAME)
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """volume_zone.go EventsToRegister (without queueing hints)."""
+        """volume_zone.go EventsToRegister (its queueing hints aside). Node
+        taint updates were registered only without SchedulerQueueingHints,
+        GA and on in 1.35 and 1.36 and gone from v1.37.2's code."""
         add_update = fw.ActionType.ADD | fw.ActionType.UPDATE
         return (
             fw.ClusterEvent("StorageClass", fw.ActionType.ADD),
-            fw.ClusterEvent(
-                "Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL | fw.ActionType.UPDATE_NODE_TAINT
-            ),
+            fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL),
             fw.ClusterEvent("PersistentVolumeClaim", add_update),
             fw.ClusterEvent("PersistentVolume", add_update),
         )

@@ -24,6 +24,10 @@ Three places a pending pod can be::
   once instead (``moveRequestCycle``), so no wake-up is lost.
 - Gated pods (PreEnqueue said no) are re-checked when they are updated or an
   event their gating plugin registered for arrives.
+- Unschedulable and gated pods left alone longer than
+  podMaxInUnschedulablePodsDuration are flushed out anyway (as if by an
+  event); from 1.37 a pod flushed and parked again waits that long anew
+  (``FlushTimestamp``), not only since its last attempt.
 - The nominator remembers nominated nodes so Filter accounts for them.
 - With batch queues (:class:`Lanes`), activeQ is one heap per leaf queue
   ("lane"): each pop first picks the lane (the fair order: lowest weighted
@@ -47,6 +51,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
@@ -79,10 +86,15 @@ _COUNT_KEYS = {
 _PARKED = (PHASE_UNSCHEDULABLE, PHASE_GATED)
 
 # scheduler_queue_incoming_pods_total's event labels for the queue's own
-# moves (``pkg/scheduler/framework/events.go``, v1.34); a cluster event's
-# label is ``ClusterEvent.Label()``: resource then action ("NodeAdd").
-EVENT_POD_ADD = "UnschedulablePodAdd"
-EVENT_POD_UPDATE = "UnschedulablePodUpdate"
+# moves (``pkg/scheduler/framework/events.go``); a cluster event's label is
+# ``ClusterEvent.Label()``: resource then action ("NodeAdd"). A pending pod's
+# own add and update are the resource "UnschedulablePod" until 1.36;
+# 1.37 renames it "UnscheduledPod" and calls a pod's update of itself
+# "TargetPod" (``k8s.io/kube-scheduler/framework/types.go`` v0.37.2).
+EVENT_POD_ADD = "UnscheduledPodAdd"
+EVENT_POD_ADD_BEFORE_1_37 = "UnschedulablePodAdd"
+EVENT_POD_UPDATE = "TargetPodUpdate"
+EVENT_POD_UPDATE_BEFORE_1_37 = "UnschedulablePodUpdate"
 EVENT_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 EVENT_BACKOFF_COMPLETE = "BackoffComplete"
 EVENT_FORCE_ACTIVATE = "ForceActivate"
@@ -108,6 +120,46 @@ def event_label(event: fw.ClusterEvent) -> str:
     return f"{event.resource}{name}"
 
 
+def pod_updated(old: model.Pod, new: model.Pod) -> bool:
+    """``isPodUpdated`` (``scheduling_queue.go``): whether an update changed
+    more than the pod's resourceVersion, finalizers and status (its
+    ResourceClaim statuses excepted). Queueing hints, which Berth does not
+    run, ignore such updates too: no plugin's hint asks for them."""
+    if old is new:
+        return False
+    if old.spec != new.spec or old.status.resource_claim_statuses != new.status.resource_claim_statuses:
+        return True
+    om, nm = old.metadata, new.metadata
+    if om.resource_version == nm.resource_version and om.finalizers == nm.finalizers:
+        return bool(om != nm)
+    strip = {"resource_version": "", "finalizers": []}
+    return bool(msgspec.structs.replace(om, **strip) != msgspec.structs.replace(nm, **strip))
+
+
+def pod_update_label(old: PodInfo, new: PodInfo, version: features.KubeVersion) -> str:
+    """The label of a pending pod's update of itself: the first of the
+    changes ``PodSchedulingPropertiesChange`` looks for (``events.go``:
+    labels, requests scaled down, scaled up (1.37), scheduling gates all
+    removed, a toleration added, generated ResourceClaims), else the
+    general update. Berth requeues the pod once, so it names one event."""
+    before_1_37 = version < features.KubeVersion(1, 37)
+    resource = "UnschedulablePod" if before_1_37 else "TargetPod"
+    o, n = old.pod, new.pod
+    if o.metadata.labels != n.metadata.labels:
+        return f"{resource}UpdatePodLabel"
+    if any(name not in new.requests or v > new.requests[name] for name, v in old.requests.items()):
+        return f"{resource}UpdatePodScaleDown"
+    if not before_1_37 and any(name not in old.requests or v > old.requests[name] for name, v in new.requests.items()):
+        return f"{resource}UpdatePodScaleUp"
+    if o.spec.scheduling_gates and not n.spec.scheduling_gates:
+        return f"{resource}UpdatePodSchedulingGatesEliminated"
+    if len(o.spec.tolerations) != len(n.spec.tolerations):
+        return f"{resource}UpdatePodToleration"
+    if o.status.resource_claim_statuses != n.status.resource_claim_statuses:
+        return f"{resource}UpdatePodGeneratedResourceClaim"
+    return EVENT_POD_UPDATE_BEFORE_1_37 if before_1_37 else EVENT_POD_UPDATE
+
+
 class Lanes(Protocol):
     """How pending pods split into lanes (leaf queues) and which lane goes
     next (:class:`berth.quota.QueueTree`); the queue also reports which
@@ -130,7 +182,8 @@ class _Entry:
     backoff_expiry: float = bq.NO_BACKOFF
     # The last failure was an error (podErrorBackoffQ, never popped early).
     error: bool = False
-    unschedulable_since: float = 0.0
+    # When podMaxInUnschedulablePodsDuration last flushed it (FlushTimestamp, 1.37).
+    flush_timestamp: float = 0.0
     lane: str = ""
     # The plugins this pod counts for in scheduler_unschedulable_pods.
     counted: frozenset[str] = frozenset()
@@ -154,6 +207,7 @@ class SchedulingQueue:
         lanes: Lanes | None = None,
         metrics: Metrics | None = None,
         pop_from_backoff: bool = True,
+        version: features.KubeVersion = features.NEWEST,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -173,9 +227,12 @@ class SchedulingQueue:
         self._active: dict[str, list[tuple[Any, int, str]]] = {"": []}
         self._active_count: dict[str, int] = {}
         self._seq = itertools.count()
-        # Berth has no feature-gate configuration: SchedulerPopFromBackoffQ
-        # is on, as by default in v1.34, unless a caller turns it off.
+        # SchedulerPopFromBackoffQ (the loop passes the gate; on by default since v1.33).
         self.pop_from_backoff = pop_from_backoff
+        #: The release whose queue Berth follows (event labels, flushing).
+        self.version = version
+        before_1_37 = version < features.KubeVersion(1, 37)
+        self._event_pod_add = EVENT_POD_ADD_BEFORE_1_37 if before_1_37 else EVENT_POD_ADD
         self._backoff = bq.BackoffQueue(
             initial=initial_backoff, maximum=max_backoff, sort_key=sort_key, pop_from_backoff=pop_from_backoff
         )
@@ -184,6 +241,8 @@ class SchedulingQueue:
         self._move_request_cycle = -1
         self.nominator = nominator if nominator is not None else Nominator()
         self._closed = False
+        # flushUnschedulableEntitiesLeftover runs on a ticker, not at every pop.
+        self._next_leftover_flush = clock() + UNSCHEDULABLE_FLUSH_INTERVAL
         self._metrics = QueueRecorder(metrics)
         self._event_labels: dict[fw.ClusterEvent, str] = {}
 
@@ -352,6 +411,9 @@ class SchedulingQueue:
         st = self._pre_enqueue(e.qpi.info, e.qpi.profile)
         self._metrics.pre_enqueue(e.qpi.profile, st.code, time.perf_counter() - started)
         if not st.ok:
+            # A flushed pod gated again never attempts scheduling: the flag
+            # must not outlive this move (scheduling_queue.go v1.37.2).
+            e.qpi.was_flushed_from_unschedulable = False
             if e.phase not in _PARKED:
                 self._metrics.incoming("unschedulable", event)  # unschedulablePods.addOrUpdate
             if st.plugin:
@@ -359,7 +421,6 @@ class SchedulingQueue:
             self._set_phase(e, PHASE_GATED)
             e.qpi.gated_by = st.plugin
             e.qpi.pending_plugins = {st.plugin} if st.plugin else set()
-            e.unschedulable_since = self._clock()
             return False
         e.qpi.gated_by = ""
         return True
@@ -375,24 +436,25 @@ class SchedulingQueue:
         qpi = fw.QueuedPodInfo(info=pod, timestamp=now, enqueued=now, profile=profile)
         e = self._entries[uid] = _Entry(qpi, None)
         self._enter(e)
-        self._gate_or_activate(e, EVENT_POD_ADD)
+        self._gate_or_activate(e, self._event_pod_add)
         self._changed()
 
     def update(self, pod: PodInfo) -> None:
         e = self._entries.get(pod.uid)
         if e is None:
             return
-        e.qpi.info = pod
+        old, e.qpi.info = e.qpi.info, pod
         self._enter(e)
         if e.phase == PHASE_ACTIVE:
             # Re-push so a changed priority re-sorts; stale heap entries are skipped on pop.
             self._to_active(e)
         elif e.phase == PHASE_BACKOFF:
             self._backoff.update(e.qpi)  # backoffQueue.update: re-sorts too
-        elif e.phase in (PHASE_GATED, PHASE_UNSCHEDULABLE):
+        elif e.phase in (PHASE_GATED, PHASE_UNSCHEDULABLE) and pod_updated(old.pod, pod.pod):
             # kube-scheduler: an update to an unschedulable pod may make it
-            # schedulable (isPodUpdated); a gated pod is re-checked.
-            self._gate_or_activate(e, EVENT_POD_UPDATE)
+            # schedulable; a gated pod is re-checked. One that changed only
+            # its status (its nominatedNodeName, say) stays where it is.
+            self._gate_or_activate(e, pod_update_label(old, pod, self.version))
         self._changed()
 
     def delete(self, uid: str) -> None:
@@ -425,6 +487,9 @@ class SchedulingQueue:
         # is what PrioritySort orders by, so a pod that comes back (after a
         # preemption, say) goes behind equal-priority pods never tried yet.
         qpi.timestamp = now
+        # Back after an attempt: a flush before it no longer counts (v1.36, v1.37).
+        qpi.was_flushed_from_unschedulable = False
+        e.flush_timestamp = 0.0
         e.backoff_expiry = self._backoff.expiry(now, qpi.attempts)
         rejectors = frozenset(qpi.unschedulable_plugins | qpi.pending_plugins)
         # backoffQueue.add: no rejecting plugin means an error (podErrorBackoffQ).
@@ -437,7 +502,6 @@ class SchedulingQueue:
         else:
             self._metrics.incoming("unschedulable", EVENT_ATTEMPT_FAILURE)
             self._set_phase(e, PHASE_UNSCHEDULABLE)
-            e.unschedulable_since = now
         self._changed()
 
     def add_back(self, qpi: fw.QueuedPodInfo, cycle: int, *, error: bool = False) -> None:
@@ -515,15 +579,36 @@ class SchedulingQueue:
             if self.pop_from_backoff or self._pre_enqueue_ok(e, EVENT_BACKOFF_COMPLETE):
                 self._to_active(e, EVENT_BACKOFF_COMPLETE)
             moved = True
-        for e in list(self._parked.values()):
-            if e.phase == PHASE_UNSCHEDULABLE and now - e.unschedulable_since >= self.max_in_unschedulable:
-                if self._backing_off(e, now):
-                    self._move_to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
-                else:
-                    self._activate(e, EVENT_UNSCHEDULABLE_TIMEOUT)
-                moved = True
+        if now >= self._next_leftover_flush:
+            self._next_leftover_flush = now + UNSCHEDULABLE_FLUSH_INTERVAL
+            moved = self._flush_leftover(now) or moved
         if moved:
             self._changed()
+
+    def _flush_leftover(self, now: float) -> bool:
+        """flushUnschedulableEntitiesLeftover (every 30 s): every parked pod,
+        gated ones too, whose last attempt (or add) is older than
+        podMaxInUnschedulablePodsDuration — from 1.37, older than its last
+        flush too (FlushTimestamp, ``scheduling_queue.go`` v1.37.2), so a
+        pod parked again at once is not flushed at every pass."""
+        moved = False
+        with_flush_time = self.version >= features.KubeVersion(1, 37)
+        for e in list(self._parked.values()):
+            last = e.qpi.timestamp
+            if with_flush_time and e.flush_timestamp > last:
+                last = e.flush_timestamp
+            if now - last <= self.max_in_unschedulable:
+                continue
+            e.qpi.was_flushed_from_unschedulable = True
+            e.flush_timestamp = now
+            if e.phase == PHASE_GATED:
+                self._gate_or_activate(e, EVENT_UNSCHEDULABLE_TIMEOUT)
+            elif self._backing_off(e, now):
+                self._move_to_backoff(e, EVENT_UNSCHEDULABLE_TIMEOUT)
+            else:
+                self._activate(e, EVENT_UNSCHEDULABLE_TIMEOUT)
+            moved = True
+        return moved
 
     def next_backoff_deadline(self) -> float | None:
         """When the next pod completes its backoff (a flush is due)."""
@@ -590,8 +675,12 @@ class SchedulingQueue:
                 # otherwise spin with zero timeouts on a virtual clock
                 # whose resolution cannot express it.
                 timeout = max(0.001, min(timeout, deadline - self._clock()))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+            # cancellation that arrives as the wakeup fires (cpython gh-86296),
+            # and the loop would then never stop (a test's teardown, SIGTERM).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
 
     def close(self) -> None:
         self._closed = True

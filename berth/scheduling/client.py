@@ -9,28 +9,60 @@ nothing is left running behind them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 from collections.abc import Coroutine
 from typing import Any
 
 import msgspec
 
 from berth.cluster import dra, model
-from berth.cluster.sources import BindError, Conflict, Source
+from berth.cluster.sources import BindError, BindRetriable, Conflict, Source
 from berth.errors import NotFound
 from berth.framework import interface as fw
 from berth.scheduling.dra_state import DraStore
 from berth.scheduling.state import PodStore
 
-__all__ = ["SourceClient"]
+__all__ = ["DEFAULT_BACKOFF", "Backoff", "SourceClient"]
 
 log = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backoff:
+    """client-go's ``wait.Backoff`` as ``retry.OnError`` uses it: at most
+    ``steps`` tries, the k-th wait ``duration * factor**k``, each lengthened
+    by up to ``jitter`` of itself (``wait.Jitter``)."""
+
+    steps: int
+    duration: float
+    factor: float
+    jitter: float
+
+    def delays(self, rng: random.Random) -> list[float]:
+        """The waits between the tries (``Backoff.Step``, ``backoff.go``)."""
+        out, d = [], self.duration
+        for _ in range(self.steps - 1):
+            out.append(d + rng.random() * self.jitter * d if self.jitter > 0 else d)
+            d *= self.factor
+        return out
+
+
+#: ``retry.DefaultBackoff`` (``k8s.io/client-go/util/retry/util.go`` v0.37.2).
+DEFAULT_BACKOFF = Backoff(steps=4, duration=0.010, factor=5.0, jitter=0.1)
+
+
 class SourceClient:
-    def __init__(self, pods: PodStore, dra_store: DraStore | None = None) -> None:
+    def __init__(
+        self, pods: PodStore, dra_store: DraStore | None = None, *, bind_backoff: Backoff | None = None
+    ) -> None:
         self._pods = pods
         self._dra = dra_store if dra_store is not None else DraStore()
+        #: How a Binding the API server may take if asked again is retried
+        #: (``util.BindPod``, v1.37); None: it is not.
+        self.bind_backoff = bind_backoff
+        self._rng = random.Random()
         #: The source of pods no source has claimed (the extender's Bind of a
         #: pod Berth never saw): the embedded cluster, or the API server.
         self.default_source: Source | None = None
@@ -42,14 +74,25 @@ class SourceClient:
     # ------------------------------------------------------------ ClusterClient
 
     async def bind(self, pod: model.Pod, node: str) -> fw.Status:
+        """The Binding; from 1.37 one the API server may take if asked
+        again is retried with :attr:`bind_backoff` (``util.BindPod``,
+        ``pkg/scheduler/util/utils.go`` v1.37.2: ``retry.OnError(retry.DefaultBackoff,
+        Retriable, ...)``), the last error returned when every try failed."""
         source = self.source_of(pod)
         if source is None:
             return fw.Status.error(f"no source owns pod {pod.key}")
-        try:
-            await source.bind(pod, node)
-        except BindError as e:
-            return fw.Status.error(str(e))
-        return fw.SUCCESS
+        delays = self.bind_backoff.delays(self._rng) if self.bind_backoff is not None else []
+        while True:
+            try:
+                await source.bind(pod, node)
+            except BindRetriable as e:
+                if not delays:
+                    return fw.Status.error(str(e))
+                await asyncio.sleep(delays.pop(0))
+            except BindError as e:
+                return fw.Status.error(str(e))
+            else:
+                return fw.SUCCESS
 
     def evict(self, pod: model.Pod, reason: str) -> None:
         source = self.source_of(pod)
@@ -60,6 +103,23 @@ class SourceClient:
         source = self.source_of(pod)
         if source is not None:
             self.spawn(source.nominate(pod, node), f"nominate {pod.key} to {node!r}")
+
+    async def nominate_now(self, pod: model.Pod, node: str) -> None:
+        """:meth:`nominate`, done before returning (the binding cycle's
+        ``updatePod``); a failure is logged, not raised, as upstream
+        carries on with the binding."""
+        source = self.source_of(pod)
+        if source is None:
+            return
+        try:
+            await source.nominate(pod, node)
+        except Exception as e:
+            log.warning("setting nominatedNodeName of %s to %s: %s", pod.key, node, e)
+
+    def report_preempted(self, pod: model.Pod, message: str) -> None:
+        source = self.source_of(pod)
+        if source is not None:
+            self.spawn(source.report_preempted(pod, message), f"report {pod.key} preempted")
 
     # ------------------------------------------------------------ ResourceClaims
 
@@ -104,7 +164,8 @@ class SourceClient:
         log.warning("unreserve resourceclaim %s: conflicts on every try", claim.key)
 
     def deallocate_claim(self, claim: dra.ResourceClaim) -> None:
-        status = msgspec.structs.replace(claim.status, allocation=None, reserved_for=[])
+        # dynamicresources.go PostFilter: allocation, reservedFor and the drivers' device status go.
+        status = msgspec.structs.replace(claim.status, allocation=None, reserved_for=[], devices=[])
         self.spawn(
             self._write_status(msgspec.structs.replace(claim, status=status)),
             f"deallocate resourceclaim {claim.key}",

@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from berth import features
 from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
@@ -26,7 +27,7 @@ from berth.framework import interface as fw
 from berth.framework.runtime import Framework
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
-from berth.queue.waiting import WaitingPods
+from berth.queue.waiting import PodsInPreBind, WaitingPods
 from berth.quota import QueueSpec, QueueTree
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
@@ -101,6 +102,7 @@ class Core:
         frameworks: Mapping[str, Framework],
         nominator: Nominator,
         waiting: WaitingPods,
+        in_pre_bind: PodsInPreBind | None = None,
         decisions: DecisionLog,
         client: SourceClient,
         metrics: Metrics,
@@ -125,6 +127,8 @@ class Core:
         self.frameworks = dict(frameworks)
         self.nominator = nominator
         self.waiting = waiting
+        #: Pods whose PreBind has work, which a preemptor may cancel.
+        self.in_pre_bind = in_pre_bind if in_pre_bind is not None else PodsInPreBind()
         self.decisions = decisions
         self.client = client
         self.metrics = metrics
@@ -156,11 +160,23 @@ class Core:
         self.cache.update_snapshot(self._snapshot)
         return self._snapshot
 
+    @property
+    def features(self) -> features.Features:
+        """The release and gates Berth follows: every profile's Handle
+        carries the same (:func:`berth.app.build`)."""
+        return next(iter(self.frameworks.values())).handle.features
+
     def framework_for(self, profile: str) -> Framework:
         fwk = self.frameworks.get(profile or self.cfg.extender.profile)
         if fwk is None:
             raise VerbError(f"unknown profile {profile!r} (profiles: {', '.join(self.frameworks)})")
         return fwk
+
+    def activate(self, uids: Sequence[str]) -> None:
+        """The plugins' PodActivator: these pending pods to activeQ now, when
+        this replica schedules (the leader); otherwise nothing to move."""
+        if self.scheduler is not None:
+            self.scheduler.queue.activate(uids)
 
     def responsible_for(self, pod: model.Pod) -> Framework | None:
         """The profile that schedules this pod, or None when it is another scheduler's."""

@@ -4,7 +4,7 @@ each) and ResourceClaimTemplates — and the claims this scheduler is
 allocating right now.
 
 :class:`DraStore` is kube-scheduler's ``DefaultDRAManager``
-(``pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go``, v1.34)
+(``pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go``, v1.37.2)
 for Berth: the listers, the claim tracker's *in-flight allocations* (claims
 Reserve allocated whose status PreBind has not written yet) and its *assume
 cache* (a claim PreBind wrote is used at once, before its informer event
@@ -12,9 +12,18 @@ arrives; an older event does not undo it). Plugins see it through the
 Handle as :class:`berth.framework.handle.DraLister`.
 
 The devices in use — allocated to any claim, whoever allocated it
-(``allocateddevices.go``), and in flight — are counted as claims change
-(a change costs the old and the new claim's devices, not all of them), so a
-scheduling cycle gets them without looking at every claim.
+(``allocateddevices.go``, v1.37.2), and in flight — are counted as claims
+change (a change costs the old and the new claim's devices, not all of
+them), so a scheduling cycle gets them without looking at every claim:
+devices held whole, devices with shares (results with a ``shareID``,
+DRAConsumableCapacity) and the capacity the shares consume. Which of these
+count as "whole" when consumable capacity is off is the plugin's choice (it
+knows the gates).
+
+DeviceTaintRules (resource.k8s.io/v1, DRADeviceTaintRules) add their taint
+to the devices they select: :meth:`DraStore.resource_slices` returns the
+slices with those taints patched in (kube-scheduler's
+``ListWithDeviceTaintRules``, the resourceslice tracker's patched slices).
 
 Everything runs on the core's event loop: no locks, and no
 ``errClaimTrackerConcurrentModification`` retry.
@@ -26,9 +35,13 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from fractions import Fraction
+
+import msgspec
 
 from berth.cluster import dra, model
 from berth.cluster.sources import Source
+from berth.dra import capacity
 
 __all__ = ["DraStore"]
 
@@ -37,12 +50,37 @@ log = logging.getLogger(__name__)
 DeviceKey = tuple[str, str, str]  # (driver, pool, device): berth.dra.DeviceID's fields
 
 
-def _devices(claim: dra.ResourceClaim) -> list[DeviceKey]:
-    """The devices a claim's allocation takes (admin access takes none)."""
+def _held(claim: dra.ResourceClaim) -> tuple[list[DeviceKey], list[tuple[DeviceKey, dict[str, Fraction]]]]:
+    """foreachAllocatedDevice: the devices a claim's allocation holds whole,
+    and its shares (results with a shareID) with what each consumes. Admin
+    access holds nothing."""
     allocation = claim.status.allocation
     if allocation is None:
-        return []
-    return [(r.driver, r.pool, r.device) for r in allocation.devices.results if not r.admin_access]
+        return [], []
+    whole: list[DeviceKey] = []
+    shares: list[tuple[DeviceKey, dict[str, Fraction]]] = []
+    for r in allocation.devices.results:
+        if r.admin_access:
+            continue
+        device = (r.driver, r.pool, r.device)
+        if r.share_id is None:
+            whole.append(device)
+        else:
+            shares.append((device, {n: capacity.parse(q) for n, q in r.consumed_capacity.items()}))
+    return whole, shares
+
+
+def _taint_rule_matches(rule: dra.DeviceTaintRule, driver: str, pool: str, device: str) -> bool:
+    """DeviceTaintSelector: every field that is set matches; no selector matches
+    no device (the resourceslice tracker's applyPatches, v0.37.2)."""
+    sel = rule.spec.device_selector
+    if sel is None:
+        return False
+    return (
+        (sel.driver is None or sel.driver == driver)
+        and (sel.pool is None or sel.pool == pool)
+        and (sel.device is None or sel.device == device)
+    )
 
 
 def _version(claim: dra.ResourceClaim) -> int:
@@ -66,8 +104,13 @@ class DraStore:
         self._assumed: dict[str, tuple[int, dra.ResourceClaim | None]] = {}
         #: uid -> the claim as Reserve allocated it (inFlightAllocations).
         self._in_flight: dict[str, dra.ResourceClaim] = {}
-        #: How many claims — stored or in flight — hold each device.
+        #: How many claims — stored or in flight — hold each device whole.
         self._in_use: Counter[DeviceKey] = Counter()
+        #: How many shares (results with a shareID) each device has.
+        self._shared: Counter[DeviceKey] = Counter()
+        #: What the shares of each device consume (AggregatedCapacity).
+        self._capacity: dict[DeviceKey, dict[str, Fraction]] = {}
+        self._taint_rules: dict[str, dra.DeviceTaintRule] = {}
         #: (driver, pool) -> moves whenever a device of the pool enters or
         #: leaves the devices in use (the allocator's per-node memo keys on it).
         self.pool_versions: dict[tuple[str, str], int] = {}
@@ -76,7 +119,9 @@ class DraStore:
         self.generation = 0
 
     def __len__(self) -> int:
-        return len(self._classes) + len(self._slices) + len(self._claims) + len(self._templates)
+        return (
+            len(self._classes) + len(self._slices) + len(self._claims) + len(self._templates) + len(self._taint_rules)
+        )
 
     # ------------------------------------------------------------ classes and slices
 
@@ -95,6 +140,16 @@ class DraStore:
 
     def remove_slice(self, name: str) -> None:
         if self._slices.pop(name, None) is not None:
+            self._slice_list = None
+            self.generation += 1
+
+    def put_taint_rule(self, obj: dra.DeviceTaintRule) -> None:
+        self._taint_rules[obj.metadata.name] = obj
+        self._slice_list = None
+        self.generation += 1
+
+    def remove_taint_rule(self, name: str) -> None:
+        if self._taint_rules.pop(name, None) is not None:
             self._slice_list = None
             self.generation += 1
 
@@ -143,26 +198,35 @@ class DraStore:
         return old
 
     def _take(self, claim: dra.ResourceClaim) -> None:
-        if claim.status.allocation is None:
-            return
-        in_use, versions = self._in_use, self.pool_versions
-        for device in _devices(claim):
-            in_use[device] += 1
-            pool = (device[0], device[1])
-            versions[pool] = versions.get(pool, 0) + 1
+        whole, shares = _held(claim)
+        versions = self.pool_versions
+        for device in whole:
+            self._in_use[device] += 1
+        for device, consumed in shares:
+            self._shared[device] += 1
+            if consumed:
+                total = self._capacity.setdefault(device, {})
+                for name, amount in consumed.items():
+                    total[name] = total.get(name, Fraction(0)) + amount
+        for driver, pool, _ in (*whole, *(d for d, _ in shares)):
+            versions[(driver, pool)] = versions.get((driver, pool), 0) + 1
 
     def _release(self, claim: dra.ResourceClaim) -> None:
-        if claim.status.allocation is None:
-            return
-        in_use, versions = self._in_use, self.pool_versions
-        for device in _devices(claim):
-            left = in_use[device] - 1
-            if left > 0:
-                in_use[device] = left
-            else:
-                in_use.pop(device, None)
-            pool = (device[0], device[1])
-            versions[pool] = versions.get(pool, 0) + 1
+        whole, shares = _held(claim)
+        versions = self.pool_versions
+        for device in whole:
+            _drop(self._in_use, device)
+        for device, consumed in shares:
+            _drop(self._shared, device)
+            total = self._capacity.get(device)
+            if total is not None and consumed:
+                for name, amount in consumed.items():
+                    if name in total:
+                        total[name] -= amount
+                if all(v == 0 for v in total.values()):
+                    del self._capacity[device]  # ConsumedCapacityCollection.Remove
+        for driver, pool, _ in (*whole, *(d for d, _ in shares)):
+            versions[(driver, pool)] = versions.get((driver, pool), 0) + 1
 
     def source_of(self, key: str) -> Source | None:
         return self._sources.get(key)
@@ -179,9 +243,20 @@ class DraStore:
         return self._classes
 
     def resource_slices(self) -> Sequence[dra.ResourceSlice]:
+        """The slices, with the taints of the DeviceTaintRules patched into their devices."""
         if self._slice_list is None:
-            self._slice_list = list(self._slices.values())
+            self._slice_list = [self._patched(s) for s in self._slices.values()]
         return self._slice_list
+
+    def _patched(self, s: dra.ResourceSlice) -> dra.ResourceSlice:
+        rules = [r for r in self._taint_rules.values() if r.spec.device_selector is None or _could_match(r, s.spec)]
+        if not rules:
+            return s
+        devices = []
+        for d in s.spec.devices:
+            extra = [r.spec.taint for r in rules if _taint_rule_matches(r, s.spec.driver, s.spec.pool.name, d.name)]
+            devices.append(msgspec.structs.replace(d, taints=[*d.taints, *extra]) if extra else d)
+        return msgspec.structs.replace(s, spec=msgspec.structs.replace(s.spec, devices=devices))
 
     def claim(self, namespace: str, name: str) -> dra.ResourceClaim | None:
         return self._claims.get(model.pod_key(namespace, name))
@@ -199,6 +274,14 @@ class DraStore:
         not change under the allocator; and if a state were kept across an
         await, the view would only ever be newer, never miss an allocation."""
         return self._in_use.keys()
+
+    def shared_devices(self) -> AbstractSet[DeviceKey]:
+        """Devices with at least one share allocated or in flight (AllocatedSharedDeviceIDs, by device)."""
+        return self._shared.keys()
+
+    def consumed_capacity(self) -> Mapping[DeviceKey, Mapping[str, Fraction]]:
+        """What the shares of each device consume (AggregatedCapacity); a live view."""
+        return self._capacity
 
     def has_pending_allocation(self, uid: str) -> bool:
         """ClaimHasPendingAllocation."""
@@ -243,3 +326,20 @@ class DraStore:
         assumed = self._assumed.pop(key, None)
         if assumed is not None and assumed[1] is not None:
             self._replace(key, assumed[1])
+
+
+def _drop(counter: Counter[DeviceKey], device: DeviceKey) -> None:
+    left = counter[device] - 1
+    if left > 0:
+        counter[device] = left
+    else:
+        counter.pop(device, None)
+
+
+def _could_match(rule: dra.DeviceTaintRule, spec: dra.ResourceSliceSpec) -> bool:
+    sel = rule.spec.device_selector
+    return (
+        sel is not None
+        and (sel.driver is None or sel.driver == spec.driver)
+        and (sel.pool is None or sel.pool == spec.pool.name)
+    )

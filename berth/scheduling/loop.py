@@ -32,6 +32,7 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import model
 from berth.cluster.sources import BindConflict
+from berth.features import KubeVersion
 from berth.framework import interface as fw
 from berth.framework.decision import Decision, Reason
 from berth.framework.decision import DecisionKind as Kind
@@ -149,6 +150,8 @@ class Scheduler:
             fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),
             fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_ALLOCATABLE),
         )
+        #: The release and gates Berth follows (every profile's Handle has the same).
+        self.features = core.features
         self.queue = SchedulingQueue(
             sort_key=first.queue_sort.sort_key,
             pre_enqueue=lambda pod, profile: frameworks[profile].run_pre_enqueue(pod),
@@ -160,6 +163,8 @@ class Scheduler:
             nominator=core.nominator,
             lanes=core.quota,
             metrics=core.metrics,
+            pop_from_backoff=self.features.pop_from_backoff_q,
+            version=self.features.version,
         )
         core.quota.on_release = self._quota_released
         self._release_pending = False
@@ -171,9 +176,14 @@ class Scheduler:
         self._sli_children: dict[str, Any] = {}
         # scheduler_goroutines{operation="binding"}: the binding cycles in flight, read at scrape time.
         core.metrics.goroutines.labels("binding").set_function(lambda: len(self._binding))
-        # scheduler_pending_pods{queue}, read at scrape time too (the queue changes on every pod).
-        for q in ("active", "backoff", "unschedulable", "gated"):
-            core.metrics.pending_pods.labels(q).set_function(functools.partial(self._pending_count, q))
+        # scheduler_pending_pods{queue} (and, from 1.37, scheduler_queued_entities{queue,
+        # type="pod"}: every pod is an entity of its own), read at scrape time
+        # too (the queue changes on every pod).
+        for q in metrics.QUEUES:
+            count = functools.partial(self._pending_count, q)
+            core.metrics.pending_pods.labels(q).set_function(count)
+            if core.metrics.queued_entities is not None:
+                core.metrics.queued_entities.labels(q, metrics.ENTITY_POD).set_function(count)
         # Histograms observed through batches (metrics.Observations): once per pod or more.
         self._algorithm_duration = core.metrics.observations(core.metrics.algorithm_duration)
         self._pod_scheduling_attempts = core.metrics.observations(core.metrics.pod_scheduling_attempts)
@@ -198,10 +208,13 @@ class Scheduler:
         children[1].observe(time.perf_counter() - started)
 
     def _count_scheduled(self, qpi: fw.QueuedPodInfo) -> None:
-        """A pod bound (bindingCycle): its attempts, and the SLI latency from
-        when it first entered activeQ, by attempts capped at "15+"."""
+        """A pod bound (bindingCycle): its attempts, whether a flush of the
+        unschedulable pool (not an event) had sent it (1.36), and the SLI
+        latency from when it first entered activeQ, by attempts capped at "15+"."""
         m = self.core.metrics
         self._pod_scheduling_attempts.observe(qpi.attempts)
+        if qpi.was_flushed_from_unschedulable and m.pod_scheduled_after_flush is not None:
+            m.pod_scheduled_after_flush.inc()
         if qpi.initial_attempt_timestamp is None:
             return
         label = "15+" if qpi.attempts >= 15 else str(qpi.attempts)
@@ -293,7 +306,10 @@ class Scheduler:
         if fwk is None:
             return  # another scheduler's pod; it stays pending for them
         if self.core.cache.get_pod(uid) is not None:
-            return  # assumed and binding: nothing to queue
+            # Assumed and binding: nothing to queue, unless its deletion began.
+            if pod.metadata.deletion_timestamp and (old is None or not old.metadata.deletion_timestamp):
+                self._assumed_pod_deleting(uid)
+            return
         if pod.metadata.deletion_timestamp:
             return
         # The last pod's info lends its derived requests when this pod's
@@ -312,6 +328,17 @@ class Scheduler:
         if self.queue.phase(uid) == "Gated" and was != "Gated":
             self._emit_gated(pod)
         self._wake_gang(pod)
+
+    def _assumed_pod_deleting(self, uid: str) -> None:
+        """handleAssumedPodDeletion (``eventhandlers.go``, v1.35): the room an
+        assumed pod holds is freed at once rather than when its binding
+        fails — rejected at Permit (its binding cycle cleans up), else
+        dropped from the cache — and the pods that room may help are woken."""
+        if self.features.version < KubeVersion(1, 35) or not self.core.cache.is_assumed(uid):
+            return
+        if not self.waiting.reject(uid, "", "removed"):
+            self.core.cache.forget_pod(uid)
+        self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE))
 
     def _emit_gated(self, pod: model.Pod) -> None:
         qpi = self.queue.get(pod.metadata.uid)
@@ -484,18 +511,21 @@ class Scheduler:
         assumed_info = dataclasses.replace(pod, pod=assumed)
         core.cache.assume_pod(assumed_info, result.node)
         self.queue.done(pod.uid)
+        # An assumed pod counts on its node: no longer as nominated (assume's
+        # DeleteNominatedPodIfExists).
+        self.queue.nominator.delete(pod.uid)
 
         st = fwk.run_reserve(state, assumed_info, result.node)
         if not st.ok:
             fwk.run_unreserve(state, assumed_info, result.node)
             core.cache.forget_pod(pod.uid)
-            self._requeue(fwk, qpi, cycle, st, started)
+            self._requeue(fwk, qpi, cycle, st, started, result.node)
             return False
         st, waits = fwk.run_permit(state, assumed_info, result.node)
         if not st.ok and st.code != fw.Code.WAIT:
             fwk.run_unreserve(state, assumed_info, result.node)
             core.cache.forget_pod(pod.uid)
-            self._requeue(fwk, qpi, cycle, st, started)
+            self._requeue(fwk, qpi, cycle, st, started, result.node)
             return False
         permit = self.waiting.add(assumed_info, result.node, waits) if st.code == fw.Code.WAIT else None
         self.emit(Kind.ASSUMED, pod.pod, node=result.node, attempts=qpi.attempts)
@@ -540,14 +570,18 @@ class Scheduler:
                 ):
                     self.waiting.reject(uid, QUOTA_PLUGIN, f"gang member {pod.key}: {verdict.message}")
         self._algorithm_duration.observe(time.perf_counter() - started)
-        self._failure(fwk, qpi, cycle, str(algorithm.FitError(pod, diagnosis)), reasons=[st], started=started)
+        self._failure(
+            fwk, qpi, cycle, str(algorithm.FitError(pod, diagnosis)), reasons=[st], started=started, nominated=None
+        )
 
     def _reclaim(
         self, fwk: Framework, state: fw.CycleState, pod: PodInfo, snap: NodeTable, failures: dict[int, fw.Status]
-    ) -> tuple[str, str]:
+    ) -> tuple[str | None, str]:
         """Take back borrowed room for a pod within its queue's guarantee:
         evict the victims (as preemption does) and nominate the pod. Returns
-        (nominated node or "", what to say about the queues)."""
+        (nominated node, or "" for none, or None while the pod waits for the
+        victims of its current nomination, which then stays; what to say
+        about the queues)."""
         core = self.core
         quota = core.quota
         refusal = quota.reclaim_refusal(pod)
@@ -562,7 +596,7 @@ class Scheduler:
         if info is not None:
             leaving = sum(1 for p in info.pods.values() if p.pod.metadata.deletion_timestamp)
             if leaving:
-                return "", f"waiting on node {nominated} for {leaving} pod(s) to terminate"
+                return None, f"waiting on node {nominated} for {leaving} pod(s) to terminate"
         found = reclaim.select(fwk, state, pod, snap, failures, quota, core.pdbs.list())
         if found is None:
             return "", ""
@@ -592,18 +626,34 @@ class Scheduler:
         pod = qpi.info
         diagnosis = err.diagnosis
         nominated = ""
+        # The nomination to write: None leaves it, "" clears it. Without a
+        # PostFilter result it is cleared (schedule_one.go: clearNominatedNode
+        # when no PostFilter plugin runs, v1.35; the same with the
+        # NominatedNodeNameForExpectation gate off before).
+        nominating: str | None = ""
         if fwk.post_filter and not diagnosis.pre_filter_msg:
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
             res = fwk.run_post_filter(state, pod, snap, failures)
+            nominating = res.nominated_node
             if res.status.ok and res.nominated_node:
                 nominated = res.nominated_node
-            elif res.status.message():
-                diagnosis.post_filter_msg = res.status.message()
+            # Whatever PostFilter said ends the message, a success's too: from
+            # 1.37 a preemption says where it found room (schedule_one.go
+            # schedulingAlgorithm, PostFilterMsg = status.Message()).
+            diagnosis.post_filter_msg = res.status.message()
         if not nominated and not diagnosis.pre_filter_msg and self.core.quota.enabled:
             fwk.dry_runs_follow(state)
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
-            nominated, said = self._reclaim(fwk, state, pod, snap, failures)
-            if nominated:
+            reclaimed, said = self._reclaim(fwk, state, pod, snap, failures)
+            nominated = reclaimed or ""
+            if reclaimed is None:
+                # Waiting for the victims it reclaimed before: its nomination
+                # holds the room they leave (whatever DefaultPreemption, which
+                # found nothing to evict, said about clearing it).
+                nominating = None
+                diagnosis.post_filter_msg = f"{diagnosis.post_filter_msg} {said}.".lstrip()
+            elif reclaimed:
+                nominating = reclaimed
                 diagnosis.post_filter_msg = said  # as after a preemption: what was done
             elif said:
                 # Why the queues take nothing back for it (kube-scheduler's
@@ -618,19 +668,34 @@ class Scheduler:
         reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values())
         # The nomination is written with the PodScheduled condition, in one
         # status patch (handleSchedulingFailure's updatePod).
-        self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started, nominated=nominated or None)
+        self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started, nominated=nominating)
 
-    def _requeue(self, fwk: Framework, qpi: fw.QueuedPodInfo, cycle: int, st: fw.Status, started: float) -> None:
-        """A failure after assume: the pod returns to the queue with backoff."""
+    def _requeue(
+        self, fwk: Framework, qpi: fw.QueuedPodInfo, cycle: int, st: fw.Status, started: float, node: str
+    ) -> None:
+        """A failure after assume (Reserve, Permit, the binding cycle): the
+        pod returns to the queue, its nomination cleared (clearNominatedNode).
+        A rejection reads as a FitError on the one node (schedule_one.go:
+        ``0/1 nodes are available: 1 <reason>.``) and parks the pod for its
+        plugin's events; anything else is an error, retried after backoff."""
         pod = qpi.info
         current = self.core.pods.get(pod.uid)
         if current is None or current.spec.node_name:
             return  # deleted, or bound after all (e.g. by a conflicting scheduler)
-        if st.plugin:
-            qpi.unschedulable_plugins = {st.plugin}
+        # Diagnosis.AddPluginStatus: a Pending plugin is a pending one, any
+        # other rejector an unschedulable one; an error names none
+        # (ClearRejectorPlugins, v1.36).
+        named = {st.plugin} if st.plugin and st.is_rejection else set()
+        pending = st.code == fw.Code.PENDING
+        qpi.unschedulable_plugins = set() if pending else named
+        qpi.pending_plugins = named if pending else set()
+        if st.is_rejection:
+            message = str(algorithm.FitError(pod, algorithm.Diagnosis(num_all_nodes=1, node_to_status={node: st})))
+        else:
+            message = st.message() or "scheduling failed"
         qpi.info = PodInfo.of(current)
-        self.queue.add_back(qpi, cycle, error=st.code == fw.Code.ERROR)
-        self._record_failure(fwk, qpi, st.message() or "scheduling failed", [st], started)
+        self.queue.add_back(qpi, cycle, error=not st.is_rejection)
+        self._record_failure(fwk, qpi, message, [st], started, error=not st.is_rejection, nominated="")
 
     def _failure(
         self,
@@ -642,8 +707,11 @@ class Scheduler:
         error: bool = False,
         reasons: list[fw.Status] | None = None,
         started: float,
-        nominated: str | None = None,
+        nominated: str | None = "",
     ) -> None:
+        """A failed scheduling cycle: the pod back to the queue and the
+        failure reported; ``nominated`` as in :meth:`_record_failure`
+        (default: cleared, schedule_one.go's clearNominatedNode)."""
         self.queue.add_unschedulable(qpi, cycle, error=error)
         self._record_failure(fwk, qpi, message, reasons or [], started, error=error, nominated=nominated)
 
@@ -658,7 +726,16 @@ class Scheduler:
         error: bool = False,
         nominated: str | None = None,
     ) -> None:
+        """Count and report a failed attempt. ``nominated``: the pod's new
+        nomination ("" clears it, None leaves it), kept by the nominator and
+        written with the report when it differs from the pod's
+        (handleSchedulingFailure's AddNominatedPod and updatePod)."""
         pod = qpi.info
+        if nominated == "":
+            self.queue.nominator.delete(pod.uid)
+        current = self.core.pods.get(pod.uid)
+        if nominated is not None and current is not None and current.status.nominated_node_name == nominated:
+            nominated = None  # nothing to write
         result = "error" if error else "unschedulable"
         self._count_attempt(result, fwk.name, started)
         self._last_message[pod.uid] = message
@@ -677,15 +754,42 @@ class Scheduler:
         cycle: int,
         started: float,
     ) -> None:
+        """bindingCycle (``schedule_one.go`` v1.37.2): with
+        NominatedNodeNameForExpectation, PreBind's pre-flight, and the
+        pod's nominatedNodeName written first when it will wait at Permit
+        or PreBind has work (so the cluster autoscaler knows where it goes);
+        then WaitOnPermit, PreBind (cancellable by a preemptor from 1.36
+        when it has work), Bind; any failure unreserves, forgets and requeues."""
         core = self.core
+        feats = self.features
         try:
             st = fw.SUCCESS
-            if permit is not None:
+            pre_flight = fw.Status(fw.Code.SKIP)
+            if feats.nominated_node_name_for_expectation:
+                pre_flight = fwk.run_pre_bind_pre_flights(state, pod, node)
+                if pre_flight.code == fw.Code.ERROR:
+                    st = pre_flight
+                    if permit is not None:  # no longer waited on: drop it
+                        self.waiting.reject(pod.uid, "", pre_flight.message())
+                elif pre_flight.ok or permit is not None:
+                    await core.client.nominate_now(pod.pod, node)
+            if st.ok and permit is not None:
                 waited = core.clock()
                 st = await permit
                 core.metrics.permit_wait_duration.labels(metrics.STATUS_CODES[st.code]).observe(core.clock() - waited)
+                if not st.ok and not st.is_rejection:
+                    # WaitOnPermit: an error (a preempted victim's) says where it came from.
+                    st = fw.Status.error(f"waiting on permit for pod: {st.message()}", plugin=st.plugin)
             if st.ok:
-                st = await fwk.run_pre_bind(state, pod, node)
+                if pre_flight.ok and feats.version >= KubeVersion(1, 36):
+                    # A preemptor may cancel this PreBind (podsInPreBindMap).
+                    core.in_pre_bind.add(pod.uid)
+                    try:
+                        st = await core.in_pre_bind.run(pod.uid, fwk.run_pre_bind(state, pod, node))
+                    finally:
+                        core.in_pre_bind.remove(pod.uid)
+                else:
+                    st = await fwk.run_pre_bind(state, pod, node)
             if st.ok:
                 st = await fwk.run_bind(state, pod, node)
         except asyncio.CancelledError:
@@ -696,11 +800,7 @@ class Scheduler:
             log.exception("binding %s to %s", pod.key, node)
             st = fw.Status.error(str(e))
         if not st.ok:
-            fwk.run_unreserve(state, pod, node)
-            if core.cache.is_assumed(pod.uid):
-                core.cache.forget_pod(pod.uid)
-            self.emit(Kind.BIND_FAILED, pod.pod, node=node, message=st.message(), attempts=qpi.attempts)
-            self._requeue(fwk, qpi, cycle, st, started)
+            self._binding_failed(fwk, state, qpi, pod, node, st, cycle, started)
             return
         core.cache.finish_binding(pod.uid)
         self._count_attempt("scheduled", fwk.name, started)
@@ -709,3 +809,29 @@ class Scheduler:
         self._last_message.pop(pod.uid, None)
         self.emit(Kind.BOUND, pod.pod, node=node, attempts=qpi.attempts)
         await core.client.report_scheduled(pod.pod, node)
+
+    def _binding_failed(
+        self,
+        fwk: Framework,
+        state: fw.CycleState,
+        qpi: fw.QueuedPodInfo,
+        pod: PodInfo,
+        node: str,
+        st: fw.Status,
+        cycle: int,
+        started: float,
+    ) -> None:
+        """handleBindingCycleError: unreserve and forget the pod, requeue it,
+        and — its room being free again, as after a deletion — wake the
+        pods an AssignedPod deletion may help (not the pod itself, when it
+        was rejected: it waits for an event of its own)."""
+        core = self.core
+        fwk.run_unreserve(state, pod, node)
+        forgotten = core.cache.is_assumed(pod.uid)
+        if forgotten:
+            core.cache.forget_pod(pod.uid)
+        self.emit(Kind.BIND_FAILED, pod.pod, node=node, message=st.message(), attempts=qpi.attempts)
+        self._requeue(fwk, qpi, cycle, st, started, node)
+        if forgotten:
+            uid = pod.uid
+            self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE), pred=lambda q: q.info.uid != uid)

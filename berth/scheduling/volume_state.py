@@ -6,10 +6,12 @@ binder assumed.
 :class:`VolumeStore` is the listers kube-scheduler's volume plugins take
 from the SharedInformerFactory, plus VolumeBinding's two assume caches
 (``pkg/scheduler/framework/plugins/volumebinding/assume_cache.go`` over
-``pkg/scheduler/util/assumecache``, v1.34.4): Reserve assumes a PV with
-its new claimRef, or a PVC with the ``selected-node`` annotation, and the
-plugins see the assumed object until an informer event with a newer
-resourceVersion replaces it (or Unreserve restores the API object). Unlike
+``passive_assume_cache.go``, v1.37.2): Reserve assumes a PV with its new
+claimRef, or a PVC with the ``selected-node`` annotation — only the version
+the source holds, else ``"KEY" is out of sync (stored: RV, assume: RV)`` —
+and the plugins see the assumed object until the source reports any other
+version of it or deletes it (a resync of the same version keeps it), or
+Unreserve restores it (only the version it assumed). Unlike
 upstream, where each profile's binder has caches of its own, one store
 serves every profile: a binding assumed by one profile is seen by the others.
 Plugins see it through the Handle as :class:`berth.framework.handle.VolumeLister`.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from berth.cluster import model, storage
 from berth.cluster.sources import Source
@@ -34,10 +37,32 @@ __all__ = ["VolumeStore"]
 log = logging.getLogger(__name__)
 
 
-def _version(obj: storage.PersistentVolume | storage.PersistentVolumeClaim) -> int:
-    """resourceVersion as a number (the assume cache compares them so); -1 when it is not one."""
-    rv = obj.metadata.resource_version
-    return int(rv) if rv.isdigit() else -1
+_Obj = TypeVar("_Obj", storage.PersistentVolume, storage.PersistentVolumeClaim)
+
+
+def _may_expire(assumed: dict[str, _Obj], key: str, stored: _Obj | None) -> None:
+    """passiveAssumeCache.mayExpire: the source's object of another version
+    (or none) ends the assumption."""
+    held = assumed.get(key)
+    if held is not None and (stored is None or stored.metadata.resource_version != held.metadata.resource_version):
+        del assumed[key]
+
+
+def _assume(assumed: dict[str, _Obj], key: str, stored: _Obj | None, obj: _Obj, resource: str) -> None:
+    """passiveAssumeCache.Assume: only over the version the source holds."""
+    if stored is None:
+        raise NotFound(f'{resource} "{key}" not found')
+    have, want = stored.metadata.resource_version, obj.metadata.resource_version
+    if have != want:
+        raise ValueError(f'"{key}" is out of sync (stored: {have}, assume: {want})')
+    assumed[key] = obj
+
+
+def _restore(assumed: dict[str, _Obj], key: str, obj: _Obj) -> None:
+    """passiveAssumeCache.Restore: only the version that was assumed."""
+    held = assumed.get(key)
+    if held is not None and held.metadata.resource_version == obj.metadata.resource_version:
+        del assumed[key]
 
 
 class VolumeStore:
@@ -68,16 +93,14 @@ class VolumeStore:
     # ------------------------------------------------------------ feed (the core's on_* methods)
 
     def put_pv(self, pv: storage.PersistentVolume, source: Source | None = None) -> storage.PersistentVolume | None:
-        """Store the source's PV; returns the previous API object. A newer
-        resourceVersion than the assumed one drops the assumption (assumecache's add)."""
+        """Store the source's PV; returns the previous API object. Another
+        resourceVersion than the assumed one drops the assumption."""
         name = pv.metadata.name
         old = self._pvs.get(name)
         self._pvs[name] = pv
         if source is not None:
             self._sources[("pv", name)] = source
-        assumed = self._assumed_pvs.get(name)
-        if assumed is not None and _version(pv) > _version(assumed):
-            del self._assumed_pvs[name]
+        _may_expire(self._assumed_pvs, name, pv)
         self._wake()
         return old
 
@@ -96,9 +119,7 @@ class VolumeStore:
         self._pvcs[key] = pvc
         if source is not None:
             self._sources[("pvc", key)] = source
-        assumed = self._assumed_pvcs.get(key)
-        if assumed is not None and _version(pvc) > _version(assumed):
-            del self._assumed_pvcs[key]
+        _may_expire(self._assumed_pvcs, key, pvc)
         self._wake()
         return old
 
@@ -185,33 +206,17 @@ class VolumeStore:
     # The assume caches.
 
     def assume_pv(self, pv: storage.PersistentVolume) -> None:
-        """Assume: refused (ValueError) when the object is older than the one held."""
-        current = self.pv(pv.metadata.name)
-        if current is None:
-            raise NotFound(f'could not find v1.PersistentVolume "{pv.metadata.name}"')
-        if _version(pv) < _version(current):
-            raise ValueError(
-                f'v1.PersistentVolume "{pv.metadata.name}" is out of sync '
-                f"(stored: {_version(current)}, assume: {_version(pv)})"
-            )
-        self._assumed_pvs[pv.metadata.name] = pv
+        name = pv.metadata.name
+        _assume(self._assumed_pvs, name, self._pvs.get(name), pv, "persistentvolumes")
 
-    def restore_pv(self, name: str) -> None:
-        self._assumed_pvs.pop(name, None)
+    def restore_pv(self, pv: storage.PersistentVolume) -> None:
+        _restore(self._assumed_pvs, pv.metadata.name, pv)
 
     def assume_pvc(self, pvc: storage.PersistentVolumeClaim) -> None:
-        current = self.pvc(pvc.metadata.namespace, pvc.metadata.name)
-        if current is None:
-            raise NotFound(f'could not find v1.PersistentVolumeClaim "{pvc.key}"')
-        if _version(pvc) < _version(current):
-            raise ValueError(
-                f'v1.PersistentVolumeClaim "{pvc.key}" is out of sync '
-                f"(stored: {_version(current)}, assume: {_version(pvc)})"
-            )
-        self._assumed_pvcs[pvc.key] = pvc
+        _assume(self._assumed_pvcs, pvc.key, self._pvcs.get(pvc.key), pvc, "persistentvolumeclaims")
 
-    def restore_pvc(self, namespace: str, name: str) -> None:
-        self._assumed_pvcs.pop(model.pod_key(namespace, name), None)
+    def restore_pvc(self, pvc: storage.PersistentVolumeClaim) -> None:
+        _restore(self._assumed_pvcs, pvc.key, pvc)
 
     def is_assumed_pv(self, name: str) -> bool:
         return name in self._assumed_pvs

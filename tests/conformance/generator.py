@@ -487,13 +487,19 @@ def exactly(name: str, cls: str, count: int = 1, selector: str = "", *, all_devi
 
 
 def _allocation(results: list[tuple[str, Device]]) -> Obj:
-    """``status.allocation`` as kube-scheduler writes it: the devices, and the
+    """``status.allocation`` as kube-scheduler writes it: the devices, the
     nodes that reach them (one node by name, the pool's selector, or none for
-    ``allNodes``)."""
+    ``allNodes``) and, as v1.37 does, when it was allocated. kube-scheduler
+    v1.37.2 (``dynamicresources.go`` bindClaim, with DRADeviceBindingConditions
+    and DRAResourceClaimDeviceStatus on) fills ``allocationTimestamp`` into an
+    allocation that lacks it while adding its reservation, and the API server
+    refuses that change of an allocation (``field cannot be modified once
+    set``), so a claim allocated without one cannot be used by a 1.37 pod."""
     allocation: Obj = {
         "devices": {
             "results": [{"request": req, "driver": d.driver, "pool": d.pool, "device": d.name} for req, d in results]
-        }
+        },
+        "allocationTimestamp": "2026-01-01T00:00:00Z",
     }
     d = results[0][1]
     if d.node:

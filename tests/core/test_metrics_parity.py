@@ -1,11 +1,15 @@
-"""Berth exposes kube-scheduler's metrics under the same names, types, labels
-and buckets where it does the same thing, and they move as upstream's do.
+"""Berth exposes kube-scheduler's metrics under the same names, types, labels,
+buckets, help and stability levels where it does the same thing, for the
+release it follows, and they move as upstream's do.
 
 ``UPSTREAM`` is transcribed from kube-scheduler's
-``pkg/scheduler/metrics/metrics.go`` at v1.34.4 (``InitMetrics``; buckets as
+``pkg/scheduler/metrics/metrics.go`` at v1.37.2 (``InitMetrics``; buckets as
 the ``metrics.ExponentialBuckets(start, factor, count)`` arguments written
-there). When the Go module cache holds that file (the e2e bed builds
-kube-scheduler from it), a test checks the table against it.
+there), with the release that added each metric since v1.34 (from the
+v1.35.4 and v1.36.3 files) and the gate ``Register`` needs for it. When the
+Go module cache holds that file (``make e2e-deps`` builds kube-scheduler
+from the same module, so CI has it), a test checks the table, and Berth's
+help texts, against it.
 """
 
 from __future__ import annotations
@@ -19,69 +23,142 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from berth import metrics
+from berth import features, metrics
 from berth.cache.infos import PodInfo
 from berth.cluster import model
+from berth.features import Features, KubeVersion
 from berth.framework import interface as fw
 from berth.queue import scheduling_queue
 from berth.testing import make_node, make_pod
-from tests.loop.conftest import Berth, running
+from tests.loop.conftest import Berth, make_config, running
 
 pytestmark = pytest.mark.looptime
 
-METRICS_GO = Path.home() / "go/pkg/mod/k8s.io/kubernetes@v1.34.4/pkg/scheduler/metrics/metrics.go"
+METRICS_GO = Path.home() / "go/pkg/mod/k8s.io/kubernetes@v1.37.2/pkg/scheduler/metrics/metrics.go"
+
+V135, V136, V137 = KubeVersion(1, 35), KubeVersion(1, 36), KubeVersion(1, 37)
+
+BATCHING = (
+    "OpportunisticBatching only (beta, on since 1.35): Berth does not reuse a previous pod's scores for the "
+    "next identical pod (no node hints), so it has no batch to count or time"
+)
+WORKLOAD = (
+    "GenericWorkload only (off by default): Berth's gangs are scheduler-plugins PodGroups scheduled pod by "
+    "pod, not Workload API pod groups scheduled as one"
+)
+PLACEMENTS = "TopologyAwareWorkloadScheduling only: Berth generates no placements for pod groups"
+BINDING_CONDITIONS = (
+    "DRADeviceBindingConditions only: Berth's DynamicResources PreBind does not wait on binding conditions "
+    "(the DRA work of issue 25)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Upstream:
     name: str
     type: str  # counter | gauge | histogram
+    level: str  # component-base StabilityLevel: ALPHA | BETA | STABLE
     labels: tuple[str, ...] = ()
     buckets: tuple[float, float, int] | None = None  # ExponentialBuckets(start, factor, count)
+    #: The first release Berth follows that has it.
+    since: KubeVersion = V135
+    #: The gate metrics.go Register needs for it ("" = always registered).
+    gate: str = ""
+    deprecated: str = ""  # DeprecatedVersion
     #: Why Berth does not expose it ("" = it does).
     missing: str = ""
 
 
 UPSTREAM = [
-    Upstream("scheduler_schedule_attempts_total", "counter", ("result", "profile")),
-    Upstream("scheduler_event_handling_duration_seconds", "histogram", ("event",), (0.0001, 2, 12),
+    Upstream("scheduler_schedule_attempts_total", "counter", "STABLE", ("result", "profile")),
+    Upstream("scheduler_event_handling_duration_seconds", "histogram", "ALPHA", ("event",), (0.0001, 2, 12),
              missing="not instrumented: Berth's handlers (Scheduler.on_node) are not told an add from an update, "
                      "so the event label could not say what upstream's does"),
-    Upstream("scheduler_scheduling_attempt_duration_seconds", "histogram", ("result", "profile"), (0.001, 2, 15)),
-    Upstream("scheduler_scheduling_algorithm_duration_seconds", "histogram", (), (0.001, 2, 15)),
-    Upstream("scheduler_preemption_victims", "histogram", (), (1, 2, 7)),
-    Upstream("scheduler_preemption_attempts_total", "counter"),
-    Upstream("scheduler_pending_pods", "gauge", ("queue",)),
-    Upstream("scheduler_inflight_events", "gauge", ("event",),
+    Upstream("scheduler_scheduling_attempt_duration_seconds", "histogram", "STABLE", ("result", "profile"),
+             (0.001, 2, 15)),
+    Upstream("scheduler_scheduling_algorithm_duration_seconds", "histogram", "BETA", (), (0.001, 2, 15)),
+    Upstream("scheduler_preemption_victims", "histogram", "STABLE", (), (1, 2, 7)),
+    Upstream("scheduler_preemption_attempts_total", "counter", "STABLE"),
+    Upstream("scheduler_pending_pods", "gauge", "STABLE", ("queue",)),
+    Upstream("scheduler_queued_entities", "gauge", "ALPHA", ("queue", "type"), since=V137),
+    Upstream("scheduler_inflight_events", "gauge", "ALPHA", ("event",),
              missing="QueueingHints only: Berth has no queueing hints, so no in-flight event list to measure"),
-    Upstream("scheduler_goroutines", "gauge", ("operation",)),
-    Upstream("scheduler_pod_scheduling_sli_duration_seconds", "histogram", ("attempts",), (0.01, 2, 20)),
-    Upstream("scheduler_pod_scheduling_attempts", "histogram", (), (1, 2, 5)),
-    Upstream("scheduler_framework_extension_point_duration_seconds", "histogram",
+    Upstream("scheduler_goroutines", "gauge", "BETA", ("operation",)),
+    Upstream("scheduler_batch_attempts_total", "counter", "ALPHA", ("profile", "result"), missing=BATCHING),
+    Upstream("scheduler_batch_cache_flushed_total", "counter", "ALPHA", ("profile", "reason"), missing=BATCHING),
+    Upstream("scheduler_batch_rescore_attempts_total", "counter", "ALPHA", ("profile",), since=V137,
+             missing=BATCHING),
+    Upstream("scheduler_pod_scheduling_sli_duration_seconds", "histogram", "BETA", ("attempts",), (0.01, 2, 20)),
+    Upstream("scheduler_pod_scheduling_attempts", "histogram", "STABLE", (), (1, 2, 5)),
+    Upstream("scheduler_pod_scheduled_after_flush_total", "counter", "ALPHA", since=V136),
+    Upstream("scheduler_pre_queueing_hint_evaluations_total", "counter", "ALPHA", ("plugin", "result"), since=V137,
+             missing="QueueingHints only: Berth requeues by registered events, it runs no (pre-)queueing hints"),
+    Upstream("scheduler_framework_extension_point_duration_seconds", "histogram", "STABLE",
              ("extension_point", "status", "profile"), (0.0001, 2, 12)),
-    Upstream("scheduler_plugin_execution_duration_seconds", "histogram",
+    Upstream("scheduler_plugin_execution_duration_seconds", "histogram", "BETA",
              ("plugin", "extension_point", "status"), (0.00001, 1.5, 20)),
-    Upstream("scheduler_queueing_hint_execution_duration_seconds", "histogram", ("plugin", "event", "hint"),
+    Upstream("scheduler_queueing_hint_execution_duration_seconds", "histogram", "ALPHA", ("plugin", "event", "hint"),
              (0.00001, 1.5, 20), missing="QueueingHints only: Berth requeues by registered events, it runs no hints"),
-    Upstream("scheduler_queue_incoming_pods_total", "counter", ("queue", "event")),
-    Upstream("scheduler_permit_wait_duration_seconds", "histogram", ("result",), (0.001, 2, 15)),
-    Upstream("scheduler_cache_size", "gauge", ("type",)),
-    Upstream("scheduler_unschedulable_pods", "gauge", ("plugin", "profile")),
-    Upstream("scheduler_plugin_evaluation_total", "counter", ("plugin", "extension_point", "profile"),
+    Upstream("scheduler_queue_incoming_pods_total", "counter", "STABLE", ("queue", "event")),
+    Upstream("scheduler_queue_incoming_entities_total", "counter", "ALPHA", ("queue", "event", "type"), since=V137),
+    Upstream("scheduler_permit_wait_duration_seconds", "histogram", "BETA", ("result",), (0.001, 2, 15)),
+    Upstream("scheduler_cache_size", "gauge", "ALPHA", ("type",)),
+    Upstream("scheduler_unschedulable_pods", "gauge", "BETA", ("plugin", "profile")),
+    Upstream("scheduler_plugin_evaluation_total", "counter", "BETA", ("plugin", "extension_point", "profile"),
              missing="counts one plugin call per node; Berth's Filter and Score run each plugin once over every "
                      "candidate node (vectorised), so the count would not mean the same"),
-    Upstream("scheduler_preemption_goroutines_duration_seconds", "histogram", ("result",), (0.01, 2, 20),
+    Upstream("scheduler_preemption_goroutines_duration_seconds", "histogram", "ALPHA", ("result",), (0.01, 2, 20),
+             gate="SchedulerAsyncPreemption", deprecated="1.37.0",
              missing="SchedulerAsyncPreemption only: Berth's preemption evicts within the cycle, no goroutine"),
-    Upstream("scheduler_preemption_goroutines_execution_total", "counter", ("result",),
-             missing="SchedulerAsyncPreemption only (as above)"),
-    Upstream("scheduler_async_api_call_execution_total", "counter", ("call_type", "result"),
-             missing="SchedulerAsyncAPICalls only (off by default in v1.34); Berth's writes are not dispatched "
-                     "through such a queue"),
-    Upstream("scheduler_async_api_call_execution_duration_seconds", "histogram", ("call_type", "result"),
-             (0.001, 2, 15), missing="SchedulerAsyncAPICalls only (as above)"),
-    Upstream("scheduler_pending_async_api_calls", "gauge", ("call_type",),
+    Upstream("scheduler_preemption_goroutines_execution_total", "counter", "ALPHA", ("result",),
+             gate="SchedulerAsyncPreemption", missing="SchedulerAsyncPreemption only (as above)"),
+    Upstream("scheduler_async_api_call_execution_total", "counter", "ALPHA", ("call_type", "result"),
+             gate="SchedulerAsyncAPICalls",
+             missing="SchedulerAsyncAPICalls only (off by default); Berth's writes are not dispatched through "
+                     "such a queue"),
+    Upstream("scheduler_async_api_call_execution_duration_seconds", "histogram", "ALPHA", ("call_type", "result"),
+             (0.001, 2, 15), gate="SchedulerAsyncAPICalls", missing="SchedulerAsyncAPICalls only (as above)"),
+    Upstream("scheduler_pending_async_api_calls", "gauge", "ALPHA", ("call_type",), gate="SchedulerAsyncAPICalls",
              missing="SchedulerAsyncAPICalls only (as above)"),
+    Upstream("scheduler_dra_bindingconditions_allocations_total", "counter", "ALPHA", ("profile", "driver", "status"),
+             since=V136, gate="DRADeviceBindingConditions", missing=BINDING_CONDITIONS),
+    Upstream("scheduler_dra_bindingconditions_wait_duration_seconds", "histogram", "ALPHA",
+             ("profile", "driver", "status"), (0.1, 2, 14), since=V136, gate="DRADeviceBindingConditions",
+             missing=BINDING_CONDITIONS),
+    Upstream("scheduler_get_node_hint_duration_seconds", "histogram", "ALPHA", ("hinted", "profile"),
+             (0.00001, 2, 12), missing=BATCHING),
+    Upstream("scheduler_store_schedule_results_duration_seconds", "histogram", "ALPHA", ("profile",),
+             (0.00001, 2, 12), missing=BATCHING),
+    Upstream("scheduler_batch_rescore_duration_seconds", "histogram", "ALPHA", ("profile",), (0.00001, 2, 12),
+             since=V137, missing=BATCHING),
+    Upstream("scheduler_podgroup_schedule_attempts_total", "counter", "ALPHA", ("result", "profile"), since=V136,
+             gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_podgroup_scheduling_attempt_duration_seconds", "histogram", "ALPHA", ("result", "profile"),
+             (0.001, 2, 15), since=V136, gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_podgroup_scheduling_algorithm_duration_seconds", "histogram", "ALPHA", (), (0.001, 2, 15),
+             since=V136, gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_workload_preemption_attempts_total", "counter", "ALPHA", ("result",), since=V137,
+             gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_workload_preemption_victims", "histogram", "ALPHA", (), (1, 2, 11), since=V137,
+             gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_preemption_workload_disruptions", "histogram", "ALPHA", ("preemptor",), (1, 2, 11),
+             since=V137, gate="GenericWorkload", missing=WORKLOAD),
+    Upstream("scheduler_preemption_evaluation_duration_seconds", "histogram", "ALPHA", ("preemptor", "result"),
+             (0.001, 2, 16), since=V137, gate="GenericWorkload"),
+    Upstream("scheduler_preemption_execution_duration_seconds", "histogram", "ALPHA", ("preemptor", "result"),
+             (0.001, 2, 16), since=V137, gate="GenericWorkload"),
+    Upstream("scheduler_preemption_pdb_violations_total", "counter", "ALPHA", ("preemptor",), since=V137,
+             gate="GenericWorkload"),
+    Upstream("scheduler_generated_placements_total", "counter", "ALPHA", ("profile",), since=V137,
+             gate="TopologyAwareWorkloadScheduling", missing=PLACEMENTS),
+    Upstream("scheduler_placement_evaluations_total", "counter", "ALPHA", ("result", "profile"), since=V137,
+             gate="TopologyAwareWorkloadScheduling", missing=PLACEMENTS),
+    Upstream("scheduler_placement_evaluation_duration_seconds", "histogram", "ALPHA", ("result", "profile"),
+             (0.001, 2, 15), since=V137, gate="TopologyAwareWorkloadScheduling", missing=PLACEMENTS),
 ]  # fmt: skip
+
+#: What ``Features`` field each gate of the table is (the ones Berth reads).
+GATE_FIELDS = {"GenericWorkload": "generic_workload"}
 
 
 def go_exponential_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -98,6 +175,7 @@ class Family:
     type: str
     labels: set[str]
     buckets: list[float]
+    help: str
 
 
 def families(registry: CollectorRegistry) -> dict[str, Family]:
@@ -113,36 +191,68 @@ def families(registry: CollectorRegistry) -> dict[str, Family]:
                 le = float(s.labels["le"])
                 if le not in buckets:
                     buckets.append(le)
-        out[name] = Family(fam.type, labels, sorted(buckets))
+        out[name] = Family(fam.type, labels, sorted(buckets), fam.documentation)
     return out
 
 
-@pytest.fixture
-def exposed() -> dict[str, Family]:
-    m = metrics.Metrics()
+def exposed_by(feats: Features) -> dict[str, Family]:
+    m = metrics.Metrics(feats)
     # A child of every labelled family, so it shows its label names and buckets.
     m.schedule_attempts.labels("scheduled", "p").inc()
-    m.queue_incoming.labels("active", "UnschedulablePodAdd").inc()
+    m.queue_incoming.labels("active", "UnscheduledPodAdd").inc()
     m.unschedulable_pods.labels("x", "p").inc()
     m.attempt_duration.labels("scheduled", "p").observe(1)
     m.pod_scheduling_sli_duration.labels("1").observe(1)
     m.extension_point_duration.labels("Bind", "Success", "p").observe(1)
     m.plugin_execution_duration.labels("x", "Bind", "Success").observe(1)
     m.permit_wait_duration.labels("Success").observe(1)
+    if m.queue_incoming_entities is not None:
+        m.queue_incoming_entities.labels("active", "UnscheduledPodAdd", "pod").inc()
+    if m.preemption_evaluation_duration is not None:
+        m.preemption_evaluation_duration.labels("pod", "Success").observe(1)
+    if m.preemption_execution_duration is not None:
+        m.preemption_execution_duration.labels("pod", "success").observe(1)
+    if m.preemption_pdb_violations is not None:
+        m.preemption_pdb_violations.labels("pod").inc()
     m.set_cache_size(1, 1, 0)
     return families(m.registry)
 
 
+@pytest.fixture
+def exposed() -> dict[str, Family]:
+    """The newest release's metrics, with every gate a metric of the table needs on."""
+    return exposed_by(Features.of(features.NEWEST, {"GenericWorkload": True}))
+
+
+def registered_upstream(up: Upstream, feats: Features) -> bool:
+    """Whether kube-scheduler of ``feats``' release, with its gates, registers ``up``."""
+    if up.since > feats.version:
+        return False
+    field = GATE_FIELDS.get(up.gate)
+    return not up.gate or (field is not None and bool(getattr(feats, field)))
+
+
 @pytest.mark.parametrize("up", [u for u in UPSTREAM if not u.missing], ids=lambda u: u.name)
-def test_berth_exposes_the_upstream_metric_with_its_type_labels_and_buckets(
+def test_berth_exposes_the_upstream_metric_with_its_type_labels_buckets_and_level(
     up: Upstream, exposed: dict[str, Family]
 ) -> None:
     assert up.name in exposed, f"{up.name} is not exposed"
     fam = exposed[up.name]
     assert fam.type == up.type
     assert fam.labels == set(up.labels)
+    assert fam.help.startswith(f"[{up.level}] ")
     if up.buckets is not None:
         assert fam.buckets == go_exponential_buckets(*up.buckets)
+
+
+@pytest.mark.parametrize("version", [V135, V136, V137], ids=str)
+@pytest.mark.parametrize("generic_workload", [False, True], ids=["gates-default", "GenericWorkload"])
+def test_berth_registers_what_that_release_registers(version: KubeVersion, generic_workload: bool) -> None:
+    """A metric a release does not have (or registers behind a gate that is
+    off) is not exposed when Berth follows that release."""
+    feats = Features.of(version, {"GenericWorkload": True} if generic_workload else None)
+    ours = {n for n in exposed_by(feats) if n.startswith("scheduler_")}
+    assert ours == {u.name for u in UPSTREAM if not u.missing and registered_upstream(u, feats)}
 
 
 @pytest.mark.parametrize("up", [u for u in UPSTREAM if u.missing], ids=lambda u: u.name)
@@ -177,27 +287,50 @@ def test_exponential_buckets_refuse_what_client_golang_panics_on(args: tuple[flo
         metrics.exponential_buckets(*args)
 
 
-@pytest.mark.skipif(not METRICS_GO.exists(), reason="kube-scheduler v1.34.4 source not in the Go module cache")
-def test_the_table_is_the_pinned_metrics_go() -> None:
-    src = METRICS_GO.read_text()
+def parse_metrics_go(src: str) -> dict[str, tuple[Upstream, str]]:
+    """InitMetrics' metrics, each with its help text."""
     start = src.index("func InitMetrics()")
     body = src[start : src.index("metricsList = []metrics.Registerable", start)]
-    found: dict[str, Upstream] = {}
+    found: dict[str, tuple[Upstream, str]] = {}
     for block in re.split(r"\n\t\w+ = metrics\.New", body)[1:]:
         kind = re.match(r"(Counter|Gauge|Histogram)", block)
         assert kind is not None
         name = "scheduler_" + re.search(r'Name:\s+"([^"]+)"', block).group(1)  # type: ignore[union-attr]
-        labels = re.search(r"\[\]string\{([^}]*)\}\)", block)
+        level = re.search(r"StabilityLevel:\s+metrics\.(\w+)", block).group(1)  # type: ignore[union-attr]
+        help_text = re.search(r'Help:\s+"((?:[^"\\]|\\.)*)"', block).group(1)  # type: ignore[union-attr]
+        deprecated = re.search(r'DeprecatedVersion:\s+"([^"]+)"', block)
+        labels = re.search(r"\[\]string\{([^}]*)\}", block)
         buckets = re.search(r"ExponentialBuckets\(([^)]*)\)", block)
-        found[name] = Upstream(
-            name,
-            kind.group(1).lower(),
-            tuple(re.findall(r'"([^"]+)"', labels.group(1))) if labels else (),
-            tuple(float(x) if "." in x else int(x) for x in buckets.group(1).split(", ")) if buckets else None,  # type: ignore[arg-type]
+        found[name] = (
+            Upstream(
+                name,
+                kind.group(1).lower(),
+                level,
+                tuple(re.findall(r'"([^"]+)"', labels.group(1))) if labels else (),
+                tuple(float(x) if "." in x else int(x) for x in buckets.group(1).split(", ")) if buckets else None,  # type: ignore[arg-type]
+                deprecated=deprecated.group(1) if deprecated else "",
+            ),
+            help_text,
         )
-    assert {u.name: (u.type, u.labels, u.buckets) for u in UPSTREAM} == {
-        u.name: (u.type, u.labels, u.buckets) for u in found.values()
-    }
+    return found
+
+
+@pytest.mark.skipif(not METRICS_GO.exists(), reason="kube-scheduler v1.37.2 source not in the Go module cache")
+def test_the_table_is_the_pinned_metrics_go() -> None:
+    found = parse_metrics_go(METRICS_GO.read_text())
+
+    def shape(u: Upstream) -> tuple[object, ...]:
+        return (u.type, u.level, u.labels, u.buckets, u.deprecated)
+
+    assert {u.name: shape(u) for u in UPSTREAM} == {name: shape(u) for name, (u, _) in found.items()}
+
+
+@pytest.mark.skipif(not METRICS_GO.exists(), reason="kube-scheduler v1.37.2 source not in the Go module cache")
+def test_berth_says_what_upstream_says_in_each_metrics_help(exposed: dict[str, Family]) -> None:
+    """component-base's help: ``[LEVEL] `` then metrics.go's text."""
+    for name, (up, help_text) in parse_metrics_go(METRICS_GO.read_text()).items():
+        if name in exposed:
+            assert exposed[name].help == f"[{up.level}] {help_text}", name
 
 
 # ---------------------------------------------------------------- behaviour
@@ -234,7 +367,9 @@ async def test_a_run_moves_the_attempt_queue_and_extension_point_metrics_as_upst
         assert v("scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 4
         # The queue: every new pod entered activeQ on its add; each failure went
         # to unschedulablePods or, with an event in flight, backoffQ.
-        assert v("scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodAdd") == 5
+        assert v("scheduler_queue_incoming_pods_total", queue="active", event="UnscheduledPodAdd") == 5
+        # 1.37: each pod is an entity of its own, counted on the same moves.
+        assert v("scheduler_queue_incoming_entities_total", queue="active", event="UnscheduledPodAdd", type="pod") == 5
         after_failure = sum(
             v("scheduler_queue_incoming_pods_total", queue=q, event="ScheduleAttemptFailure")
             for q in ("unschedulable", "backoff")
@@ -282,16 +417,28 @@ async def test_a_retried_pod_counts_its_attempts_and_leaves_the_unschedulable_ga
         assert any(e.startswith("Node") for e in moved), moved
 
 
-async def test_a_gated_pod_counts_as_unschedulable_by_its_gate() -> None:
-    async with running() as berth:
+@pytest.mark.parametrize(
+    ("version", "resource", "target"),
+    [
+        # framework/events.go: the pending pod's resource is "UnschedulablePod" until 1.36; 1.37
+        # calls it "UnscheduledPod", and its update of itself "TargetPod" (kube-scheduler types.go v0.37.2).
+        ("1.35", "UnschedulablePod", "UnschedulablePod"),
+        ("1.36", "UnschedulablePod", "UnschedulablePod"),
+        ("1.37", "UnscheduledPod", "TargetPod"),
+    ],
+)
+async def test_a_gated_pod_counts_as_unschedulable_by_its_gate(version: str, resource: str, target: str) -> None:
+    async with running(make_config(kubernetesVersion=version)) as berth:
         berth.nodes(make_node("n0", cpu="2", pods=110))
         gated = berth_pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]})
         berth.pods(gated)
         await berth.settle()
         assert value(berth, "scheduler_pending_pods", queue="gated") == 1
-        assert (
-            value(berth, "scheduler_queue_incoming_pods_total", queue="unschedulable", event="UnschedulablePodAdd") == 1
+        entities = berth.core.metrics.registry.get_sample_value(
+            "scheduler_queued_entities", {"queue": "gated", "type": "pod"}
         )
+        assert entities == (1 if version == "1.37" else None)  # queued_entities is 1.37's
+        assert value(berth, "scheduler_queue_incoming_pods_total", queue="unschedulable", event=f"{resource}Add") == 1
         assert value(berth, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile="berth") == 1
         assert (
             value(
@@ -306,7 +453,9 @@ async def test_a_gated_pod_counts_as_unschedulable_by_its_gate() -> None:
         berth.pods(msgspec.structs.replace(gated, spec=msgspec.structs.replace(gated.spec, scheduling_gates=[])))
         await berth.settle()
         assert berth.node_of("default/gated") == "n0"
-        assert value(berth, "scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodUpdate") == 1
+        # The pod's update of itself, by what changed (PodSchedulingPropertiesChange).
+        event = f"{target}UpdatePodSchedulingGatesEliminated"
+        assert value(berth, "scheduler_queue_incoming_pods_total", queue="active", event=event) == 1
         assert value(berth, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile="berth") == 0
 
 

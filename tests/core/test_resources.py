@@ -8,13 +8,15 @@ import math
 import re
 import time
 from fractions import Fraction
+from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from berth import errors
-from berth.cluster import resources
+from berth import errors, features
+from berth.cluster import model, resources
 from berth.testing import make_node, make_pod
 
 
@@ -450,3 +452,273 @@ def test_non_zero_defaults_apply_per_container_for_scoring() -> None:
     nz = resources.pod_requests(pod, non_zero=True)
     assert nz["cpu"] == 1000 + resources.DEFAULT_MILLI_CPU_REQUEST
     assert nz["memory"] == 2 * resources.DEFAULT_MEMORY_REQUEST
+
+
+# -------------------------------------------------------------- in-place resize
+
+V35, V36, V37 = features.SUPPORTED
+INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+
+
+def _resized(spec: dict[str, Any], status: dict[str, Any]) -> model.Pod:
+    """A pod as the kubelet reports it during a resize (Kubernetes JSON)."""
+    return msgspec.convert({"metadata": {"name": "p"}, "spec": spec, "status": status}, model.Pod)
+
+
+def _c(name: str, requests: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "resources": {"requests": requests or {}}, **extra}
+
+
+def _cs(
+    name: str, *, allocated: dict[str, str] | None = None, actuated: dict[str, str] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if allocated is not None:
+        out["allocatedResources"] = allocated
+    if actuated is not None:
+        out["resources"] = {"requests": actuated}
+    return out
+
+
+def _with_pod_status_sums(status: dict[str, Any]) -> dict[str, Any]:
+    """helpers_test.go populatePodStatusResourcesForTest: pod-level status as the
+    sums of the containers' (read only with InPlacePodLevelResourcesVerticalScaling)."""
+    return {**status, "resources": {"requests": {}}, "allocatedResources": {}}
+
+
+USE_STATUS = {v: resources.PodResourcesOptions(use_status_resources=True, version=v) for v in features.SUPPORTED}
+SIDECAR = {"restartPolicy": "Always"}
+
+# component-helpers resource/helpers_test.go TestPodResourceRequests (v0.37.2;
+# the same cases and answers in v0.35.4 and v0.36.3): (case, spec, status, use status, cpu in milli).
+RESIZE_CASES = [
+    (
+        "resized, infeasible",
+        {"containers": [_c("container-1", {"cpu": "4"})]},
+        {"conditions": INFEASIBLE, "containerStatuses": [_cs("container-1", actuated={"cpu": "2"})]},
+        True,
+        2000,
+    ),
+    (
+        "resized, infeasible & in-progress",
+        {"containers": [_c("container-1", {"cpu": "6"})]},
+        {
+            "conditions": INFEASIBLE,
+            "containerStatuses": [_cs("container-1", allocated={"cpu": "4"}, actuated={"cpu": "2"})],
+        },
+        True,
+        4000,
+    ),
+    (
+        "resized, no resize status",
+        {"containers": [_c("container-1", {"cpu": "4"})]},
+        {"containerStatuses": [_cs("container-1", actuated={"cpu": "2"})]},
+        True,
+        4000,
+    ),
+    (
+        "resized, infeasible, but don't use status",
+        {"containers": [_c("container-1", {"cpu": "4"})]},
+        {"conditions": INFEASIBLE, "containerStatuses": [_cs("container-1", actuated={"cpu": "2"})]},
+        False,
+        4000,
+    ),
+    (
+        "resized, restartable init container, infeasible",
+        {"initContainers": [_c("restartable-init-1", {"cpu": "4"}, **SIDECAR)]},
+        {"conditions": INFEASIBLE, "initContainerStatuses": [_cs("restartable-init-1", actuated={"cpu": "2"})]},
+        True,
+        2000,
+    ),
+    (
+        "resized, restartable init container, no resize status",
+        {"initContainers": [_c("restartable-init-1", {"cpu": "4"}, **SIDECAR)]},
+        {"initContainerStatuses": [_cs("restartable-init-1", actuated={"cpu": "2"})]},
+        True,
+        4000,
+    ),
+    (
+        "resized, restartable init container, infeasible, but don't use status",
+        {"initContainers": [_c("restartable-init-1", {"cpu": "4"}, **SIDECAR)]},
+        {"conditions": INFEASIBLE, "initContainerStatuses": [_cs("restartable-init-1", actuated={"cpu": "2"})]},
+        False,
+        4000,
+    ),
+    (
+        # TestAggregateContainerRequestsAndLimits (also in v0.35.4 / v0.36.3)
+        "regularcontainers with empty requests, but status with non-empty requests",
+        {"containers": [_c("container-1")]},
+        {"containerStatuses": [_cs("container-1", actuated={"cpu": "2"})]},
+        True,
+        2000,
+    ),
+    (
+        "always-restart init containers with empty requests, but status with non-empty requests",
+        {"initContainers": [_c("container-1", **SIDECAR)]},
+        {"initContainerStatuses": [_cs("container-1", actuated={"cpu": "2"})]},
+        True,
+        2000,
+    ),
+    (
+        # v0.37.2 only; v0.35.4 gives 3 as well: statuses without resources count the spec.
+        "aggregate request resolves max of sums instead of sum of maxes",
+        {"containers": [_c("c1", {"cpu": "1"}), _c("c2", {"cpu": "2"})]},
+        {"containerStatuses": [_cs("c1", allocated={"cpu": "2"}), _cs("c2", allocated={"cpu": "1"})]},
+        True,
+        3000,
+    ),
+]
+
+
+@pytest.mark.parametrize("version", features.SUPPORTED, ids=str)
+@pytest.mark.parametrize(
+    ("name", "spec", "status", "use_status", "cpu"), RESIZE_CASES, ids=[c[0] for c in RESIZE_CASES]
+)
+def test_pod_requests_during_an_in_place_resize(
+    version: features.KubeVersion, name: str, spec: dict[str, Any], status: dict[str, Any], use_status: bool, cpu: int
+) -> None:
+    pod = _resized(spec, _with_pod_status_sums(status))
+    options = USE_STATUS[version] if use_status else resources.PodResourcesOptions(version=version)
+    assert resources.pod_requests(pod, options=options) == {"cpu": cpu}
+
+
+def test_resize_takes_the_largest_of_spec_allocated_and_actuated_per_resource() -> None:
+    # helpers_test.go "resized: per-resource 3-way maximum" (every release)
+    pod = _resized(
+        {"containers": [_c("container-1", {"cpu": "30m", "memory": "20M", "ephemeral-storage": "10G"})]},
+        {
+            "containerStatuses": [
+                _cs(
+                    "container-1",
+                    allocated={"cpu": "20m", "memory": "10M", "ephemeral-storage": "30G"},
+                    actuated={"cpu": "10m", "memory": "30M", "ephemeral-storage": "20G"},
+                )
+            ]
+        },
+    )
+    for version in features.SUPPORTED:
+        got = resources.pod_requests(pod, options=USE_STATUS[version])
+        assert got == {"cpu": 30, "memory": 30 * 10**6, "ephemeral-storage": 30 * 10**9}, version
+
+
+def test_1_37_takes_the_largest_sum_where_1_35_and_1_36_sum_the_largest() -> None:
+    # One container grows, the other shrinks. v0.35.4/v0.36.3
+    # determineEffectiveRequests per container: max(1, 2) + max(2, 1) = 4;
+    # v0.37.2 AggregateContainerRequests: max(spec 1 + 2, actuated 2 + 1) = 3.
+    pod = _resized(
+        {"containers": [_c("c1", {"cpu": "1"}), _c("c2", {"cpu": "2"})]},
+        {"containerStatuses": [_cs("c1", actuated={"cpu": "2"}), _cs("c2", actuated={"cpu": "1"})]},
+    )
+    got = {v: resources.pod_requests(pod, options=USE_STATUS[v])["cpu"] for v in features.SUPPORTED}
+    assert got == {V35: 4000, V36: 4000, V37: 3000}
+
+
+def test_1_37_counts_every_init_container_status_1_35_only_sidecars() -> None:
+    # A regular init container's status: v0.35.4 counts it for sidecars only;
+    # v0.37.2 aggregates every container's allocated resources.
+    pod = _resized(
+        {"initContainers": [_c("init", {"cpu": "1"})], "containers": [_c("c", {"cpu": "500m"})]},
+        {"initContainerStatuses": [_cs("init", allocated={"cpu": "3"}, actuated={"cpu": "3"})]},
+    )
+    got = {v: resources.pod_requests(pod, options=USE_STATUS[v])["cpu"] for v in features.SUPPORTED}
+    assert got == {V35: 1000, V36: 1000, V37: 3000}
+
+
+PLR = {
+    v: resources.PodResourcesOptions(
+        use_status_resources=True, in_place_pod_level_resources_vertical_scaling=True, version=v
+    )
+    for v in features.SUPPORTED
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "status", "cpu"),
+    [
+        (
+            # TestAggregateContainerRequestsAndLimits: the containers' sums from the pod's status
+            "aggregate container request resolves directly from pod status when PLR vertical scaling enabled",
+            {"containers": [_c("c1", {"cpu": "1"})]},
+            {"allocatedResources": {"cpu": "4"}, "resources": {"requests": {"cpu": "3"}}},
+            4000,
+        ),
+        (
+            "falls back to container status aggregation when PLR vertical scaling enabled "
+            "but podAllocatedResources is nil",
+            {"containers": [_c("c1", {"cpu": "1"})]},
+            {
+                "containerStatuses": [_cs("c1", allocated={"cpu": "6"}, actuated={"cpu": "5"})],
+                "resources": {"requests": {"cpu": "3"}},
+            },
+            6000,
+        ),
+        (
+            "falls back to container status aggregation when PLR vertical scaling enabled but podResources is nil",
+            {"containers": [_c("c1", {"cpu": "1"})]},
+            {
+                "containerStatuses": [_cs("c1", allocated={"cpu": "6"}, actuated={"cpu": "5"})],
+                "allocatedResources": {"cpu": "6"},
+            },
+            6000,
+        ),
+        (
+            # TestPodRequestsAndLimitsVerticalScalingWrappers
+            "pod level requests/limits with PLR vertical scaling enabled and status populated",
+            {"resources": {"requests": {"cpu": "2"}}, "containers": [_c("c1", {"cpu": "1"})]},
+            {"allocatedResources": {"cpu": "3"}, "resources": {"requests": {"cpu": "3.5"}}},
+            3500,
+        ),
+        (
+            "pod level requests/limits with PLR vertical scaling enabled and infeasible resize",
+            {"resources": {"requests": {"cpu": "10"}}, "containers": [_c("c1", {"cpu": "1"})]},
+            {"conditions": INFEASIBLE, "allocatedResources": {"cpu": "3"}, "resources": {"requests": {"cpu": "4"}}},
+            4000,
+        ),
+    ],
+)
+def test_pod_level_status_in_1_37(name: str, spec: dict[str, Any], status: dict[str, Any], cpu: int) -> None:
+    # component-helpers v0.37.2 helpers_test.go
+    assert resources.pod_requests(_resized(spec, status), options=PLR[V37]) == {"cpu": cpu}
+
+
+def test_pod_level_status_before_1_37_sets_the_names_the_spec_sets() -> None:
+    # v0.35.4 / v0.36.3 PodRequests: determineEffectiveRequests over the pod
+    # level for the names spec.resources.requests sets; the containers' sums
+    # from their own statuses (none here: the spec, 1).
+    pod = _resized(
+        {"resources": {"requests": {"cpu": "2"}}, "containers": [_c("c1", {"cpu": "1", "memory": "1Gi"})]},
+        {"allocatedResources": {"cpu": "3", "memory": "4Gi"}, "resources": {"requests": {"cpu": "3500m"}}},
+    )
+    for version in (V35, V36):
+        assert resources.pod_requests(pod, options=PLR[version]) == {"cpu": 3500, "memory": 2**30}, version
+    # v0.37.2: every supported name of max(spec, actuated, allocated), and the containers' sums from the pod's status.
+    assert resources.pod_requests(pod, options=PLR[V37]) == {"cpu": 3500, "memory": 4 * 2**30}
+    # Without the gate the pod-level status is not read in any release.
+    for version in features.SUPPORTED:
+        assert resources.pod_requests(pod, options=USE_STATUS[version]) == {"cpu": 2000, "memory": 2**30}
+
+
+def test_the_scheduler_counts_pods_with_its_releases_options() -> None:
+    # framework/types.go PodInfo.CalculateResource (v1.37.2): UseStatusResources
+    # from InPlacePodVerticalScaling, pod-level status from its own gate (off in 1.35).
+    o35, o37 = (resources.node_info_options(features.Features.of(v)) for v in (V35, V37))
+    assert (o35.use_status_resources, o35.in_place_pod_level_resources_vertical_scaling) == (True, False)
+    assert (o37.use_status_resources, o37.in_place_pod_level_resources_vertical_scaling) == (True, True)
+    assert not o37.skip_pod_level_resources and o37.version == V37
+    off = features.Features.of(V37, {"PodLevelResources": False})
+    assert resources.node_info_options(off).skip_pod_level_resources
+
+
+def test_non_zero_defaults_apply_to_each_status_list() -> None:
+    # NonMissingContainerRequests is applied to spec, allocated and actuated
+    # lists alike (v0.37.2 aggregateContainerResourcesByFn): a status without
+    # memory still counts the 200Mi default.
+    pod = _resized({"containers": [_c("c", {"cpu": "1"})]}, {"containerStatuses": [_cs("c", actuated={"cpu": "2"})]})
+    got = resources.pod_requests(pod, non_zero=True, options=USE_STATUS[V37])
+    assert got == {"cpu": 2000, "memory": resources.DEFAULT_MEMORY_REQUEST}
+
+
+def test_status_quantities_name_their_field() -> None:
+    pod = _resized({"containers": [_c("c", {"cpu": "1"})]}, {"containerStatuses": [_cs("c", allocated={"cpu": "x"})]})
+    with pytest.raises(resources.QuantityError, match=r"^status\.containerStatuses\[0\]\.allocatedResources\[cpu\]: "):
+        resources.pod_requests(pod, options=USE_STATUS[V37])

@@ -122,8 +122,9 @@ def test_a_queue_borrows_an_idle_guarantee_and_the_owner_reclaims_it(
     message = blocked["message"]
     assert blocked["reason"] == "Unschedulable"
     assert message == (
-        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
-        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod. "
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        + ("" if bed.KUBERNETES_VERSION >= "v1.37" else "no new claims to deallocate, ")
+        + "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod. "
         "queue b: cpu 5/4 over guaranteed, so nothing is reclaimed for it."
     ), message
     assert message in wait_for(

@@ -37,11 +37,11 @@ ZONE = "topology.kubernetes.io/zone"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 CSI_DRIVER = "csi.example.com"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
-#: v1.34's default profile runs DynamicResources' PostFilter before
-#: DefaultPreemption (default_plugins.go applyDynamicResources); for a pod
-#: without resource claims it says this, and RunPostFilterPlugins joins the
-#: reasons with ", ".
-NO_CLAIMS = "no new claims to deallocate, "
+#: The default profile runs DynamicResources' PostFilter before
+#: DefaultPreemption (default_plugins.go applyDynamicResources); up to 1.36
+#: it says this for a pod without resource claims, and RunPostFilterPlugins
+#: joins the reasons with ", "; v1.37.2 says nothing.
+NO_CLAIMS = "" if bed.KUBERNETES_VERSION >= "v1.37" else "no new claims to deallocate, "
 
 
 @pytest.fixture(scope="module")

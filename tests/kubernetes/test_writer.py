@@ -23,7 +23,7 @@ from berth.adapters.kubernetes import writes as writes_mod
 from berth.adapters.kubernetes.source import KubernetesSource
 from berth.adapters.kubernetes.writer import Recipe, WriterProcess
 from berth.adapters.kubernetes.writes import EventRecorder, PodRef, PodWrites
-from berth.cluster.sources import BindConflict, BindError
+from berth.cluster.sources import BindConflict, BindError, BindRetriable
 from berth.testing import make_pod
 from tests.kubernetes.fakeapi import FakeApiServer
 from tests.support import ManualClock
@@ -103,7 +103,11 @@ def dying(times: list[int]) -> Spawn:
         ("already on the same node: success", "node-a", None, None, ""),
         ("bound elsewhere meanwhile: conflict", "node-b", None, BindConflict, "already assigned to node 'node-b'"),
         ("pod deleted: conflict", None, None, BindConflict, 'pods "p" not found'),
-        ("server error: error", "", 500, BindError, "HTTP 500"),
+        # util.Retriable (utils.go): an internal error or unavailable may pass if asked again ...
+        ("server error: retriable", "", 500, BindRetriable, "HTTP 500"),
+        ("unavailable: retriable", "", 503, BindRetriable, "HTTP 503"),
+        # ... anything else is not.
+        ("forbidden: error", "", 403, BindError, "HTTP 403"),
     ],
 )
 async def test_a_binding_through_the_writer_answers_with_its_outcome(
@@ -119,8 +123,9 @@ async def test_a_binding_through_the_writer_answers_with_its_outcome(
             await wp.bind(POD, "node-a")
             assert fake.pods[("default", "p")]["nodeName"] == "node-a"
         else:
-            with pytest.raises(outcome, match=message):
+            with pytest.raises(outcome, match=message) as raised:
                 await wp.bind(POD, "node-a")
+            assert type(raised.value) is outcome
             if pod_node is not None:
                 assert fake.pods[("default", "p")]["nodeName"] == pod_node  # unchanged
     finally:
@@ -141,6 +146,20 @@ async def test_an_api_server_gone_away_fails_the_binding_and_the_next_one_binds(
         assert fake.pods[("default", "p")]["nodeName"] == "node-a"
     finally:
         await wp.close()
+
+
+async def test_a_binding_whose_connection_is_refused_is_retriable() -> None:
+    """net.IsConnectionRefused (util.Retriable): a real refused connection,
+    to a local port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the bind below
+    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}"))
+    try:
+        with pytest.raises(BindRetriable, match="binding default/p to node-a"):
+            await PodWrites(api, identity="t", scheduler_name="berth").bind(POD, "node-a")
+    finally:
+        await api.close()
 
 
 async def test_bindings_waiting_on_a_writer_that_died_fail_and_the_next_write_starts_a_new_one(
@@ -294,6 +313,20 @@ async def test_a_victim_is_evicted_through_the_writer(
     assert [b["reason"] for _, _, b in fake.event_writes] == ([] if logged else ["Preempted"])
     assert ("status", "default/high", {"nominatedNodeName": "node-a"}) in fake.writes
     assert (logged in caplog.text) if logged else "failed" not in caplog.text
+
+
+async def test_a_victim_preempted_in_memory_gets_the_event_alone() -> None:
+    """executor.go v1.37.2: a victim stopped at Permit or in PreBind is not
+    marked nor deleted; its Preempted event says so."""
+    fake = FakeApiServer()
+    fake.add_pod("default", "p", "uid-p", "")
+    wp = WriterProcess(in_loop(fake, []))
+    message = "Preempted by pod u on node node-a (in kube-scheduler memory)."
+    await wp.report_preempted(POD, message)
+    await wp.close()
+    assert fake.writes == []
+    assert ("default", "p") in fake.pods
+    assert [(b["reason"], b["note"]) for _, _, b in fake.event_writes] == [("Preempted", message)]
 
 
 # ------------------------------------------------------------------ PodScheduled condition and events

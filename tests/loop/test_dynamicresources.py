@@ -162,7 +162,8 @@ async def test_unreserve_releases_the_in_flight_device() -> None:
         # Rejected at Permit after Reserve put the GPU in flight: Unreserve
         # gave it back, and nothing was written.
         assert berth.node_of("default/first") == ""
-        assert berth.decision("default/first").message == "rejected once"
+        # A Permit rejection reads as a FitError on the node (schedule_one.go).
+        assert berth.decision("default/first").message == "0/1 nodes are available: 1 rejected once."
         assert berth.core.dra.pending_allocations() == []
         assert berth.core.dra.allocated_devices() == set()
         assert devices(berth) == []

@@ -34,7 +34,7 @@ async def test_pods_are_bound_without_overcommitting_any_node(berth: Berth) -> N
     assert berth.phase(left) == "Unschedulable"
     d = berth.decision(left)
     assert d.message == (
-        "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+        "0/3 nodes are available: 3 Insufficient cpu. "
         "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     )
     assert (left, "FailedScheduling", d.message) in berth.cluster.events
@@ -107,10 +107,10 @@ async def test_preemption_policy_never_does_not_preempt(berth: Berth) -> None:
     berth.pods(berth_pod("polite", requests={"cpu": "1"}, priority=100, spec={"preemptionPolicy": "Never"}))
     await berth.settle()
     assert berth.cluster.evictions == []
-    # kube-scheduler's FitError plus the PostFilter message (its doubled period included).
+    # kube-scheduler's FitError plus the PostFilter message (v1.37: no
+    # DynamicResources reason for a pod without claims).
     assert berth.decision("default/polite").message == (
-        "0/1 nodes are available: 1 Insufficient cpu. "
-        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
@@ -130,7 +130,7 @@ async def test_gang_waits_for_min_member_then_binds_all_together() -> None:
         assert sorted(berth.bound()) == ["default/m0", "default/m1", "default/m2"]
 
 
-async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
+async def test_a_gang_that_cannot_fit_binds_no_member_and_backs_off() -> None:
     async with running() as berth:
         berth.nodes(make_node("n0", cpu="4", pods=110))
         add_gang(berth, "g", min_member=3)
@@ -138,10 +138,35 @@ async def test_a_gang_that_cannot_fit_binds_no_member() -> None:
         berth.pods(*(berth_pod(f"m{i}", labels=member, requests={"cpu": "2"}) for i in range(3)))
         # Two members fit and wait at Permit; the third fits nowhere, and its
         # PostFilter rejects the waiting two, releasing what they assumed.
-        await berth.settle()
+        # Their room freed wakes the others (handleBindingCycleError's
+        # AssignedPod/Delete) and SchedulerPopFromBackoffQ pops them at once:
+        # without Coscheduling's group backoff (10 s) the gang retried
+        # without pause, thousands of attempts a minute. (125 s: mid-backoff.)
+        await asyncio.sleep(125)
         assert berth.bound() == {}
-        assert berth.core.cache.assumed_count == 0
         assert berth.cluster.bindings == []
+        attempts = [berth.scheduler.queue.get(berth.cluster.pods[f"default/m{i}"].metadata.uid) for i in range(3)]
+        assert all(a is not None and 5 <= a.attempts <= 2 * 125 / 10 + 2 for a in attempts), [
+            a and a.attempts for a in attempts
+        ]
+        assert {berth.phase(f"default/m{i}") for i in range(3)} == {"Gated"}  # held for the backoff
+
+
+async def test_a_gang_that_failed_is_tried_again_when_its_backoff_ends() -> None:
+    async with running() as berth:
+        berth.nodes(make_node("n0", cpu="4", pods=110))
+        add_gang(berth, "g", min_member=3)
+        member = {"scheduling.x-k8s.io/pod-group": "g"}
+        berth.pods(*(berth_pod(f"m{i}", labels=member, requests={"cpu": "2"}) for i in range(3)))
+        await asyncio.sleep(1)
+        assert berth.bound() == {}
+        # Room arrives during the backoff: the gang waits for it to end, then
+        # its members are activated together (no cluster event needed).
+        berth.nodes(make_node("n1", cpu="4", pods=110))
+        await asyncio.sleep(5)
+        assert berth.bound() == {}
+        await asyncio.sleep(10)
+        assert sorted(berth.bound()) == ["default/m0", "default/m1", "default/m2"]
 
 
 async def test_binding_failure_forgets_the_pod_and_requeues_it(berth: Berth) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import preemption
-from berth.testing import Cluster, make_node, make_pod
+from berth.testing import Cluster, make_node, make_pod, parse_config
 
 PRIORITIES = (0, 10, 100, 1000)
 
@@ -168,3 +169,51 @@ def test_the_batch_nominated_pods_check_answers_as_the_one_node_check(
     # Rows given in another order (and twice, as an array) answer the same, row for row.
     again = preemption.fits_with_nominated_rows(fwk, state, pod, snap, np.asarray(rows[::-1] * 2))
     assert {k: key(s) for k, s in again.items()} == failures(one_by_one[::-1] * 2)
+
+
+# ---------------------------------------------------------------- PostFilter's result, per release
+
+
+async def _post_filter(version: str, incoming: model.Pod) -> fw.PostFilterResult:
+    cluster = Cluster(
+        [make_node("n0", cpu="2", pods=110)],
+        [make_pod("low", requests={"cpu": "2"}, node_name="n0", priority=1)],
+        config=parse_config({"kubernetesVersion": version}),
+    )
+    core = cluster.berth.core
+    fwk = core.framework_for(core.cfg.profiles[0].scheduler_name)
+    plugin = fwk.plugins["DefaultPreemption"]
+    snap = core.snapshot()
+    pod = PodInfo.of(incoming)
+    state = fw.CycleState()
+    fwk.run_pre_filter(state, pod, snap)
+    failures = {snap.index["n0"]: fw.Status.unschedulable("Insufficient cpu", plugin="NodeResourcesFit")}
+    result: fw.PostFilterResult = plugin.post_filter(state, pod, snap, failures)
+    await core.client.drain()  # the victim's eviction
+    return result
+
+
+@pytest.mark.parametrize(
+    ("version", "reasons"),
+    [
+        ("1.35", ()),
+        ("1.36", ()),
+        # preemption.go Preempt (v1.37.2), prefixed by DefaultPreemption.PostFilter.
+        ("1.37", ("preemption: found a potential placement for pod on node n0, preempting 1 victims",)),
+    ],
+)
+async def test_a_preemption_nominates_its_node_and_says_so_from_1_37(version: str, reasons: tuple[str, ...]) -> None:
+    result = await _post_filter(version, make_pod("vip", requests={"cpu": "2"}, priority=100))
+    assert result == fw.PostFilterResult(fw.Status(fw.Code.SUCCESS, reasons), nominated_node="n0")
+
+
+async def test_no_candidate_clears_the_nomination_and_an_ineligible_pod_keeps_it() -> None:
+    """Evaluate: no candidate is NewPostFilterResultWithNominatedNode("");
+    a pod not eligible to preempt gets no result (its nomination stays)."""
+    equal = await _post_filter("1.37", make_pod("peer", requests={"cpu": "2"}, priority=1))
+    assert equal.nominated_node == "" and not equal.status.ok
+    never = await _post_filter(
+        "1.37", make_pod("polite", requests={"cpu": "2"}, priority=100, spec={"preemptionPolicy": "Never"})
+    )
+    assert never.nominated_node is None
+    assert never.status.message() == "preemption: not eligible due to preemptionPolicy=Never."

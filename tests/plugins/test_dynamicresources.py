@@ -1,51 +1,71 @@
-"""DynamicResources, ported from kube-scheduler v1.34.4's
+"""DynamicResources, ported from kube-scheduler v1.37.2's
 pkg/scheduler/framework/plugins/dynamicresources/dynamicresources_test.go
-(TestPlugin): the same objects (``podWithClaimName``, ``pendingClaim``,
-``workerNodeSlice``, ...), cases by their Go names, and the same walk through
-the extension points — PreEnqueue, PreFilter, Filter per node, Reserve on the
-first node that passed, then PreBind (or Unreserve), or PostFilter when no
-node did — checking each step's status and the claims as stored afterwards
-(the embedded cluster plays the API server; ``resourceVersion`` and ``uid``
-are ignored, as upstream's ``cmpopts.IgnoreFields`` does).
+(TestPlugin, Test_computesScore, TestNormalizeScore, TestAllocatorSelection,
+TestPostFilterNoOpStatusHasNoUserVisibleReason): the same objects
+(``podWithClaimName``, ``pendingClaim``, ``workerNodeSlice``, ...), cases by
+their Go names, and the same walk through the extension points —
+PreEnqueue, PreFilter, Filter per node, Score and NormalizeScore over the
+nodes that passed, Reserve on the best of them, then PreBind (or
+Unreserve), or PostFilter when no node did — checking each step's status
+and the claims as stored afterwards (the embedded cluster plays the API
+server; ``resourceVersion`` and ``uid`` are ignored, as upstream's
+``cmpopts.IgnoreFields`` does, and an ``allocationTimestamp`` compares as
+set or not, as upstream's ``new(metav1.Time)`` marks it).
+
+Each case runs on Kubernetes 1.37 with that release's gates, overridden
+where the Go case sets one (``enableDRADeviceTaints`` ...). The behaviours
+that differ per release are tested per release further down (PostFilter's
+messages, the allocation timestamp, Score's gate and its 1.35 indexing).
 
 Statuses compare by message, as upstream's ``verify`` does (``ErrorContains``).
 Berth's Filter adds which claim and request failed as a second reason after
 upstream's "cannot allocate all claims"; the cases check both.
 
-Not ported (features off by default in v1.34, which Berth has as fixed gates):
-DRA-disabled, request-admin-access-without-DRAAdminAccess-featuregate,
-claim-with-prioritized-list-feature-disabled, tainted-device-enabled, the
-extended-resource-* cases (DRAExtendedResource), the binding-conditions
-cases (DRADeviceBindingConditions), and the filter timeout/cancellation cases
-(DRASchedulerFilterTimeout: Berth's Filter is not cancelled). The queueing
-hints (TestIsSchedulableAfter*) are covered by the loop tests' requeueing.
+Not ported: the PodGroup cases (GenericWorkload, DRAWorkloadResourceClaims:
+off by default, not implemented), the extended-resource-* cases
+(DRAExtendedResource, not implemented), the node-allocatable-* and
+skip-node-operations cases (alpha), DRA-disabled and
+request-admin-access-without-DRAAdminAccess-featuregate (both gates are
+locked on in 1.37), "canceled" (a Go context; Berth's Filter is not
+cancelled), the binding-conditions metrics. The queueing hints
+(TestIsSchedulableAfter*) are covered by the loop tests' requeueing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
 
-from berth import testing
+from berth import dra as allocation
+from berth import features, testing
 from berth.cache.infos import PodInfo
 from berth.cluster import dra, model
 from berth.errors import InvalidArgument
 from berth.framework import interface as fw
-from berth.plugins.dynamicresources import NAME, DynamicResources
+from berth.plugins.dynamicresources import (
+    NAME,
+    DynamicResources,
+    allocator_features,
+    compute_score,
+)
 
 NODE, NODE2, NODE3 = "worker", "worker-2", "worker-3"
 DRIVER, DRIVER2 = "some-driver", "some-driver-2"
 POD, POD_UID, NS = "my-pod", "1234", "default"
-RESOURCE = "my-resource"
+RESOURCE, RESOURCE2 = "my-resource", "my-resource-2"
 CLAIM, CLAIM2 = f"{POD}-{RESOURCE}", f"{POD}-{RESOURCE}-2"
 CLASS = "my-resource-class"
 ATTR = "healthy"
 FINALIZER = dra.DELETE_PROTECTION_FINALIZER
+#: An allocationTimestamp that is set, whatever its value (upstream's new(metav1.Time)).
+STAMPED = "<set>"
 
 Obj = dict[str, Any]
 
@@ -54,9 +74,10 @@ def node(name: str) -> model.Node:
     return testing.make_node(name, labels={"kubernetes.io/hostname": name})
 
 
-def pod(*, template: bool = False, in_status: bool = False) -> model.Pod:
+def pod(*, template: bool = False, in_status: bool = False, two: bool = False) -> model.Pod:
     ref: Obj = {"name": RESOURCE, ("resourceClaimTemplateName" if template else "resourceClaimName"): CLAIM}
-    p = testing.make_pod(POD, uid=POD_UID, spec={"resourceClaims": [ref]})
+    refs = [ref, {"name": RESOURCE2, "resourceClaimName": CLAIM2}] if two else [ref]
+    p = testing.make_pod(POD, uid=POD_UID, spec={"resourceClaims": refs})
     if in_status:
         p.status.resource_claim_statuses = [model.PodResourceClaimStatus(name=RESOURCE, resource_claim_name=CLAIM)]
     return p
@@ -65,6 +86,7 @@ def pod(*, template: bool = False, in_status: bool = False) -> model.Pod:
 POD_WITH_CLAIM_NAME = pod()
 POD_WITH_CLAIM_TEMPLATE = pod(template=True)
 POD_WITH_CLAIM_TEMPLATE_IN_STATUS = pod(template=True, in_status=True)
+POD_WITH_TWO_CLAIM_NAMES = pod(two=True)
 
 
 def device_slice(node_name: str, *devices: str, attrs: Obj | None = None, driver: str = DRIVER) -> Obj:
@@ -80,34 +102,83 @@ def device_slice(node_name: str, *devices: str, attrs: Obj | None = None, driver
     }
 
 
+def name_selector(node_name: str) -> Obj:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+
+
+def fabric_slice(device: str, driver: str = DRIVER) -> Obj:
+    """fabricSlice: a device that binds to the node and has binding conditions
+    (upstream's also sets nodeName, which API validation refuses next to a node selector)."""
+    return {
+        "metadata": {"name": f"{NODE}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeSelector": name_selector(NODE),
+            "pool": {"name": NODE, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": device,
+                    "bindsToNode": True,
+                    "bindingConditions": ["condition"],
+                    "bindingFailureConditions": ["failed"],
+                }
+            ],
+        },
+    }
+
+
+def tainted(s: Obj) -> Obj:
+    """taintDevices: a NoSchedule taint on every device."""
+    out = msgspec.json.decode(msgspec.json.encode(s))
+    for d in out["spec"]["devices"]:
+        d["taints"] = [{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}]
+    return out
+
+
 WORKER_SLICE = device_slice(NODE, "instance-1")
+LARGE_WORKER_SLICE = device_slice(NODE, "instance-1", "instance-2", "instance-3", "instance-4")
 WORKER2_SLICE = device_slice(NODE2, "instance-1", attrs={ATTR: {"bool": True}})
 WORKER3_SLICE = device_slice(NODE3, "instance-1", attrs={ATTR: {"bool": True}})
 DEVICE_CLASS: Obj = {"metadata": {"name": CLASS}}
 BROKEN_SELECTOR: Obj = {"cel": {"expression": f'device.attributes["{DRIVER}"].{ATTR}'}}
 
 
-def name_selector(node_name: str) -> Obj:
-    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+def exact(name: str, count: int = 1) -> Obj:
+    return {"name": name, "exactly": {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": count}}
 
 
-def claim(name: str = CLAIM, *, owned: bool = False, prioritized: bool = False) -> Obj:
-    request: Obj = (
-        {"name": "req-1", "firstAvailable": [{"name": "subreq-1", "deviceClassName": CLASS, "count": 1}]}
-        if prioritized
-        else {"name": "req-1", "exactly": {"deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}
-    )
+def first_available(name: str, *subs: Obj) -> Obj:
+    return {"name": name, "firstAvailable": list(subs)}
+
+
+def sub(name: str, count: int = 1, selector: str | None = None) -> Obj:
+    out: Obj = {"name": name, "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": count}
+    if selector is not None:
+        out["selectors"] = [{"cel": {"expression": selector}}]
+    return out
+
+
+def claim(
+    name: str = CLAIM, *, owned: bool = False, prioritized: bool = False, requests: list[Obj] | None = None
+) -> Obj:
+    if requests is None:
+        requests = [first_available("req-1", sub("subreq-1"))] if prioritized else [exact("req-1")]
     md: Obj = {"name": name, "namespace": NS}
     if owned:
         md["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": POD, "uid": POD_UID, "controller": True}]
-    return {"metadata": md, "spec": {"devices": {"requests": [request]}}}
+    return {"metadata": md, "spec": {"devices": {"requests": requests}}}
+
+
+def results(*entries: tuple[str, str], driver: str = DRIVER) -> Obj:
+    """An allocation of (request, device) pairs on the worker node."""
+    return {
+        "devices": {"results": [{"request": r, "driver": driver, "pool": NODE, "device": d} for r, d in entries]},
+        "nodeSelector": name_selector(NODE),
+    }
 
 
 def allocation_result(request: str = "req-1", device: str = "instance-1", driver: str = DRIVER) -> Obj:
-    return {
-        "devices": {"results": [{"request": request, "driver": driver, "pool": NODE, "device": device}]},
-        "nodeSelector": name_selector(NODE),
-    }
+    return results((request, device), driver=driver)
 
 
 def with_allocation(c: Obj, allocation: Obj | None) -> Obj:
@@ -116,9 +187,10 @@ def with_allocation(c: Obj, allocation: Obj | None) -> Obj:
     finalizers = out["metadata"].setdefault("finalizers", [])
     if FINALIZER not in finalizers:
         finalizers.append(FINALIZER)
-    out.setdefault("status", {})["allocation"] = allocation
+    out.setdefault("status", {})["allocation"] = msgspec.json.decode(msgspec.json.encode(allocation))
     if allocation is None:
         out["status"].pop("allocation")
+        out["status"].pop("devices", None)
     return out
 
 
@@ -126,6 +198,18 @@ def reserved(c: Obj) -> Obj:
     out = msgspec.json.decode(msgspec.json.encode(c))
     out.setdefault("status", {}).setdefault("reservedFor", []).append({"resource": "pods", "name": POD, "uid": POD_UID})
     return out
+
+
+def stamped(c: Obj) -> Obj:
+    """addAllocationTimestamp."""
+    out = msgspec.json.decode(msgspec.json.encode(c))
+    out["status"]["allocation"]["allocationTimestamp"] = STAMPED
+    return out
+
+
+def bound(c: Obj) -> Obj:
+    """What PreBind writes with the binding gates on: reserved, and allocated at some time."""
+    return stamped(reserved(c))
 
 
 def admin_access(c: Obj) -> Obj:
@@ -158,6 +242,24 @@ def deleted(c: Obj) -> Obj:
     return out
 
 
+def with_devices(c: Obj, *conditions: tuple[str, str], device: str = "instance-1", driver: str = DRIVER) -> Obj:
+    """AllocatedDeviceStatuses: the driver's status of one device, conditions (type, status)."""
+    out = msgspec.json.decode(msgspec.json.encode(c))
+    out["status"]["devices"] = [
+        {
+            "driver": driver,
+            "pool": NODE,
+            "device": device,
+            "conditions": [{"type": t, "status": st_} for t, st_ in conditions],
+        }
+    ]
+    return out
+
+
+def _ago(minutes: float) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 PENDING = claim(owned=True)
 PENDING_PRIORITIZED = claim(owned=True, prioritized=True)
 OTHER = claim("not-my-claim")
@@ -165,6 +267,7 @@ ALLOCATED = with_allocation(PENDING, allocation_result())
 ALLOCATED_PRIORITIZED = with_allocation(PENDING_PRIORITIZED, allocation_result("req-1/subreq-1"))
 IN_USE = reserved(ALLOCATED)
 OTHER_ALLOCATED = with_allocation(OTHER, allocation_result())
+OTHER_ALLOCATED_OTHER_DEVICE = with_allocation(OTHER, allocation_result(device="instance-2"))
 WRONG_TOPOLOGY = with_allocation(
     ALLOCATED,
     {
@@ -185,6 +288,74 @@ GOOD_TOPOLOGY = with_allocation(
         }
     },
 )
+LARGE_CLAIM = claim(requests=[exact(f"req-{i}") for i in range(1, 6)])
+
+#: allocationResultWithBindingConditions (its timestamp: see _ago / stamped).
+BINDING_RESULT: Obj = {
+    "devices": {
+        "results": [
+            {
+                "request": "req-1",
+                "driver": DRIVER,
+                "pool": NODE,
+                "device": "instance-1",
+                "bindingConditions": ["condition"],
+                "bindingFailureConditions": ["failed"],
+            }
+        ]
+    },
+    "nodeSelector": name_selector(NODE),
+}
+BIND_CLAIM = with_allocation(PENDING, BINDING_RESULT)
+BOUND_CLAIM = with_devices(stamped(BIND_CLAIM), ("condition", "True"), ("failed", "False"))
+FAILED_BINDING_CLAIM = with_devices(stamped(BIND_CLAIM), ("condition", "False"), ("failed", "True"))
+
+
+def _binding_result2() -> Obj:
+    r = msgspec.json.decode(msgspec.json.encode(BINDING_RESULT))
+    r["devices"]["results"][0].update(request="req-2", driver=DRIVER2, device="instance-2")
+    return r
+
+
+BOUND_CLAIM2 = with_devices(
+    stamped(with_allocation(claim(CLAIM2, owned=True), _binding_result2())),
+    ("condition", "True"),
+    ("failed", "False"),
+    device="instance-2",
+    driver=DRIVER2,
+)
+FAILED_BINDING_CLAIM2 = with_devices(
+    stamped(with_allocation(claim(CLAIM2, owned=True), _binding_result2())),
+    ("condition", "False"),
+    ("failed", "True"),
+    device="instance-2",
+    driver=DRIVER2,
+)
+
+
+def _timed_out(conditions: tuple[tuple[str, str], ...] = ()) -> Obj:
+    c = with_allocation(PENDING, BINDING_RESULT)
+    c["status"]["allocation"]["allocationTimestamp"] = _ago(10)
+    return with_devices(c, *conditions)
+
+
+# The scoring cases' claims (dynamicresources_test.go v1.37.2).
+HEALTHY = f'device.attributes["{DRIVER}"].{ATTR}'
+PRIORITIZED_WITH_SELECTOR = claim(
+    owned=True, requests=[first_available("req-1", sub("subreq-1", selector=HEALTHY), sub("subreq-2"))]
+)
+MULTIPLE_PRIORITIZED_REQUESTS = claim(
+    owned=True,
+    requests=[
+        first_available("req-1", sub("subreq-1", 2), sub("subreq-2")),
+        first_available("req-2", sub("subreq-1", 2), sub("subreq-2")),
+    ],
+)
+CLAIM2_MULTIPLE_SUBREQUESTS = claim(
+    CLAIM2,
+    owned=True,
+    requests=[first_available("req-1", *(sub(f"subreq-{i}", 5 - i) for i in range(1, 5)))],
+)
 
 
 def st(*reasons: str) -> tuple[str, ...]:
@@ -202,18 +373,31 @@ class Case:
     classes: list[Obj] = dataclasses.field(default_factory=list)
     slices: list[Obj] = dataclasses.field(default_factory=list)
     nodes: list[str] = dataclasses.field(default_factory=lambda: [NODE])
+    #: featureGates over 1.37's defaults (the Go case's enable*/disable* fields).
+    gates: dict[str, bool] = dataclasses.field(default_factory=dict)
+    #: DynamicResourcesArgs.
+    args: Obj = dataclasses.field(default_factory=dict)
+    #: Claims another pod's Reserve put in flight before this pod's cycle (inFlightClaims).
+    in_flight_before: list[Obj] = dataclasses.field(default_factory=list)
     #: Expected statuses (reasons; SKIP; () for success) per step; a step not listed must succeed or not run.
     preenqueue: tuple[str, ...] = ()
     prefilter: tuple[str, ...] = ()
     filter: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     filter_error: bool = False
+    #: Score's raw scores and NormalizeScore's, by node (scoreResult, normalizeScoreResult).
+    score: dict[str, int] | None = None
+    normalized: dict[str, int] | None = None
     postfilter: tuple[str, ...] | None = None
-    #: The claim Reserve puts in flight.
-    in_flight: Obj | None = None
+    #: The claims Reserve puts in flight (with those already there).
+    in_flight: list[Obj] = dataclasses.field(default_factory=list)
+    #: The claims still in flight after PreBind (another pod's).
+    in_flight_after: list[Obj] = dataclasses.field(default_factory=list)
     #: The stored claims after PreBind (or PostFilter, or Unreserve), by name; None: unchanged.
     after: dict[str, Obj] | None = None
     #: Changes to the stored claim just before PreBind (a concurrent writer).
     before_prebind: Callable[[Obj], Obj] | None = None
+    #: PreBind's error (a prefix of its message); None: PreBind succeeds.
+    prebind_error: str | None = None
     unreserve_before_prebind: bool = False
     unreserve_after_bind_failure: dict[str, Obj] | None = None
 
@@ -230,24 +414,45 @@ def _add_finalizer(c: Obj) -> Obj:
     return c
 
 
+def _deallocate(c: Obj) -> Obj:
+    c = msgspec.json.decode(msgspec.json.encode(c))
+    c["status"].pop("allocation", None)
+    return c
+
+
 def _not_owner(c: Obj) -> Obj:
     c = msgspec.json.decode(msgspec.json.encode(c))
     c["metadata"]["ownerReferences"][0]["uid"] += "123"
     return c
 
 
+def allocates(**fields: Any) -> Case:
+    """The common shape: the pending claim gets the worker's one device
+    (in flight after Reserve, written by PreBind with its timestamp)."""
+    base: dict[str, Any] = {
+        "claims": [PENDING],
+        "classes": [DEVICE_CLASS],
+        "slices": [WORKER_SLICE],
+        "in_flight": [ALLOCATED],
+        "after": {CLAIM: bound(ALLOCATED)},
+    }
+    return Case(POD_WITH_CLAIM_NAME, **{**base, **fields})
+
+
 # Upstream's text after "CEL runtime error: " is cel-go's ("no such key:
 # healthy"); Berth's CEL is cel-cpp's, whose words differ ("NOT_FOUND: Key
 # not found in map : \"healthy\""): the cases compare up to that point and
 # check that the key is named.
-CEL_CLAIM_ERROR = f"claim {NS}/{CLAIM}: selector #0: CEL runtime error: "
+CEL_CLAIM_ERROR = f"claim {NS}/{CLAIM}: selector #0 on device {DRIVER}/{NODE}/instance-1: CEL runtime error: "
 CASES: dict[str, Case] = {
-    "empty": Case(testing.make_pod("foo"), prefilter=(SKIP,), postfilter=st("no new claims to deallocate")),
+    "empty": Case(testing.make_pod("foo"), prefilter=(SKIP,), postfilter=()),
     "claim-reference": Case(
-        POD_WITH_CLAIM_NAME, claims=[ALLOCATED, OTHER], after={CLAIM: IN_USE, "not-my-claim": OTHER}
+        POD_WITH_CLAIM_NAME, claims=[ALLOCATED, OTHER], after={CLAIM: stamped(IN_USE), "not-my-claim": OTHER}
     ),
     "claim-template": Case(
-        POD_WITH_CLAIM_TEMPLATE_IN_STATUS, claims=[ALLOCATED, OTHER], after={CLAIM: IN_USE, "not-my-claim": OTHER}
+        POD_WITH_CLAIM_TEMPLATE_IN_STATUS,
+        claims=[ALLOCATED, OTHER],
+        after={CLAIM: stamped(IN_USE), "not-my-claim": OTHER},
     ),
     "missing-claim": Case(
         POD_WITH_CLAIM_TEMPLATE,
@@ -273,94 +478,72 @@ CASES: dict[str, Case] = {
         filter={
             NODE: st(CANNOT, f"claim {NS}/{CLAIM}, request req-1: no device matches the selectors (class and request)")
         },
-        postfilter=st("still not schedulable"),
+        postfilter=(),
     ),
-    "with-resources": Case(
-        POD_WITH_CLAIM_NAME,
-        claims=[PENDING],
-        classes=[DEVICE_CLASS],
-        slices=[WORKER_SLICE],
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE},
+    "with-resources": allocates(),
+    "with-resources-has-finalizer": allocates(claims=[_add_finalizer(PENDING)]),
+    "with-resources-finalizer-gets-removed": allocates(
+        claims=[_add_finalizer(PENDING)], before_prebind=_drop_finalizer
     ),
-    "with-resources-has-finalizer": Case(
-        POD_WITH_CLAIM_NAME,
-        claims=[_add_finalizer(PENDING)],
-        classes=[DEVICE_CLASS],
-        slices=[WORKER_SLICE],
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE},
-    ),
-    "with-resources-finalizer-gets-removed": Case(
-        POD_WITH_CLAIM_NAME,
-        claims=[_add_finalizer(PENDING)],
-        classes=[DEVICE_CLASS],
-        slices=[WORKER_SLICE],
-        before_prebind=_drop_finalizer,
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE},
-    ),
-    "with-resources-finalizer-gets-added": Case(
-        POD_WITH_CLAIM_NAME,
-        claims=[PENDING],
-        classes=[DEVICE_CLASS],
-        slices=[WORKER_SLICE],
-        before_prebind=_add_finalizer,
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE},
-    ),
-    "skip-bind": Case(
-        POD_WITH_CLAIM_NAME,
-        claims=[PENDING],
-        classes=[DEVICE_CLASS],
-        slices=[WORKER_SLICE],
-        in_flight=ALLOCATED,
-        unreserve_before_prebind=True,
-    ),
-    "exhausted-resources": Case(
+    "with-resources-finalizer-gets-added": allocates(before_prebind=_add_finalizer),
+    "skip-bind": allocates(after=None, unreserve_before_prebind=True),
+    "exhausted-resources-in-informer-cache": Case(
         POD_WITH_CLAIM_NAME,
         claims=[PENDING, OTHER_ALLOCATED],
         classes=[DEVICE_CLASS],
         slices=[WORKER_SLICE],
         filter={NODE: st(CANNOT, f"claim {NS}/{CLAIM}, request req-1: all 1 matching devices are allocated")},
-        postfilter=st("still not schedulable"),
+        postfilter=(),
     ),
-    "tainted-device-disabled": Case(
+    "exhausted-resources-in-flight-claim": Case(
         POD_WITH_CLAIM_NAME,
+        claims=[PENDING, OTHER],
+        in_flight_before=[OTHER_ALLOCATED],
+        classes=[DEVICE_CLASS],
+        slices=[WORKER_SLICE],
+        filter={NODE: st(CANNOT, f"claim {NS}/{CLAIM}, request req-1: all 1 matching devices are allocated")},
+        postfilter=(),
+    ),
+    "other-resources-in-flight-claim": Case(
+        POD_WITH_CLAIM_NAME,
+        claims=[PENDING, OTHER],
+        in_flight_before=[OTHER_ALLOCATED_OTHER_DEVICE],
+        classes=[DEVICE_CLASS],
+        slices=[WORKER_SLICE],
+        in_flight=[ALLOCATED, OTHER_ALLOCATED_OTHER_DEVICE],
+        in_flight_after=[OTHER_ALLOCATED_OTHER_DEVICE],
+        after={CLAIM: bound(ALLOCATED)},
+    ),
+    "tainted-device-disabled": allocates(gates={"DRADeviceTaints": False}, slices=[tainted(WORKER_SLICE)]),
+    "tainted-device-enabled": Case(
+        POD_WITH_CLAIM_NAME,
+        gates={"DRADeviceTaints": True},
         claims=[PENDING],
         classes=[DEVICE_CLASS],
-        slices=[
-            {
-                **WORKER_SLICE,
-                "spec": {
-                    **WORKER_SLICE["spec"],
-                    "devices": [
-                        {
-                            "name": "instance-1",
-                            "taints": [{"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}],
-                        }
-                    ],
-                },
-            }
-        ],
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE},
+        slices=[tainted(WORKER_SLICE)],
+        filter={
+            NODE: st(
+                CANNOT,
+                f"claim {NS}/{CLAIM}, request req-1: all 1 matching devices have taints the request does not tolerate",
+            )
+        },
+        postfilter=(),
     ),
     "request-admin-access-with-DRAAdminAccess-featuregate": Case(
         POD_WITH_CLAIM_NAME,
         claims=[admin_access(PENDING), OTHER_ALLOCATED],
         classes=[DEVICE_CLASS],
         slices=[WORKER_SLICE],
-        in_flight=admin_access(ALLOCATED),
-        after={CLAIM: admin_access(IN_USE), "not-my-claim": OTHER_ALLOCATED},
+        in_flight=[admin_access(ALLOCATED)],
+        after={CLAIM: bound(admin_access(ALLOCATED)), "not-my-claim": OTHER_ALLOCATED},
     ),
     "structured-ignore-allocated-admin-access": Case(
         POD_WITH_CLAIM_NAME,
         claims=[PENDING, admin_access(OTHER_ALLOCATED)],
         classes=[DEVICE_CLASS],
         slices=[WORKER_SLICE],
-        in_flight=ALLOCATED,
-        after={CLAIM: IN_USE, "not-my-claim": admin_access(OTHER_ALLOCATED)},
+        in_flight=[ALLOCATED],
+        after={CLAIM: bound(ALLOCATED), "not-my-claim": admin_access(OTHER_ALLOCATED)},
     ),
     "claim-parameters-CEL-runtime-error": Case(
         POD_WITH_CLAIM_NAME,
@@ -375,7 +558,7 @@ CASES: dict[str, Case] = {
         claims=[PENDING],
         classes=[{**DEVICE_CLASS, "spec": {"selectors": [BROKEN_SELECTOR]}}],
         slices=[WORKER_SLICE],
-        filter={NODE: st(f"class {CLASS}: selector #0: CEL runtime error: ")},
+        filter={NODE: st(f"class {CLASS}: selector #0 on device {DRIVER}/{NODE}/instance-1: CEL runtime error: ")},
         filter_error=True,
     ),
     "CEL-runtime-error-for-one-of-two-nodes": Case(
@@ -400,7 +583,7 @@ CASES: dict[str, Case] = {
         POD_WITH_CLAIM_NAME,
         claims=[PENDING],
         prefilter=st(f"request req-1: device class {CLASS} does not exist"),
-        postfilter=st("no new claims to deallocate"),
+        postfilter=(),
     ),
     "wrong-topology": Case(
         POD_WITH_CLAIM_NAME,
@@ -409,33 +592,187 @@ CASES: dict[str, Case] = {
         postfilter=st("deallocation of ResourceClaim completed"),
         after={CLAIM: with_allocation(WRONG_TOPOLOGY, None)},
     ),
-    "good-topology": Case(POD_WITH_CLAIM_NAME, claims=[GOOD_TOPOLOGY], after={CLAIM: reserved(GOOD_TOPOLOGY)}),
+    "good-topology": Case(POD_WITH_CLAIM_NAME, claims=[GOOD_TOPOLOGY], after={CLAIM: bound(GOOD_TOPOLOGY)}),
     "bind-failure": Case(
         POD_WITH_CLAIM_NAME,
         claims=[GOOD_TOPOLOGY],
-        after={CLAIM: reserved(GOOD_TOPOLOGY)},
-        unreserve_after_bind_failure={CLAIM: GOOD_TOPOLOGY},
+        after={CLAIM: bound(GOOD_TOPOLOGY)},
+        unreserve_after_bind_failure={CLAIM: stamped(GOOD_TOPOLOGY)},
     ),
-    "reserved-okay": Case(POD_WITH_CLAIM_NAME, claims=[IN_USE], after={CLAIM: IN_USE}),
+    "reserved-okay": Case(POD_WITH_CLAIM_NAME, claims=[stamped(IN_USE)], after={CLAIM: stamped(IN_USE)}),
     "claim-with-request-with-unknown-device-class": Case(
         POD_WITH_CLAIM_NAME,
         claims=[with_class(claim(), "does-not-exist")],
         prefilter=st("request req-1: device class does-not-exist does not exist"),
-        postfilter=st("no new claims to deallocate"),
+        postfilter=(),
     ),
     "claim-with-prioritized-list-unknown-device-class": Case(
         POD_WITH_CLAIM_NAME,
         claims=[with_class(claim(prioritized=True), "does-not-exist")],
         prefilter=st("request req-1/subreq-1: device class does-not-exist does not exist"),
-        postfilter=st("no new claims to deallocate"),
+        postfilter=(),
     ),
     "claim-with-prioritized-list": Case(
         POD_WITH_CLAIM_NAME,
         claims=[PENDING_PRIORITIZED],
         classes=[DEVICE_CLASS],
         slices=[WORKER_SLICE],
-        in_flight=ALLOCATED_PRIORITIZED,
-        after={CLAIM: reserved(ALLOCATED_PRIORITIZED)},
+        in_flight=[ALLOCATED_PRIORITIZED],
+        after={CLAIM: bound(ALLOCATED_PRIORITIZED)},
+    ),
+    "timeout": Case(
+        POD_WITH_CLAIM_NAME,
+        args={"filterTimeout": "1ns"},
+        claims=[LARGE_CLAIM],
+        classes=[DEVICE_CLASS],
+        slices=[LARGE_WORKER_SLICE],
+        # "Timeouts return Error so the pod retries via backoff."
+        filter={NODE: st(f"node {NODE}: timed out trying to allocate devices")},
+        filter_error=True,
+    ),
+    "timeout_disabled": allocates(gates={"DRASchedulerFilterTimeout": False}),
+    "timeout_zero": allocates(args={"filterTimeout": "0s"}),
+    "dont-add-allocation-timestamp": allocates(
+        gates={"DRADeviceBindingConditions": False}, after={CLAIM: reserved(ALLOCATED)}
+    ),
+    "add-allocation-timestamp": allocates(),
+    "add-allocation-timestamp-failure": Case(
+        POD_WITH_CLAIM_NAME,
+        claims=[ALLOCATED],
+        before_prebind=_deallocate,
+        prebind_error=f"claim {NS}/{CLAIM} got deallocated elsewhere in the meantime",
+    ),
+    "bind-claim-with-binding-conditions": Case(
+        POD_WITH_CLAIM_NAME,
+        # "Time out quickly in PreBind. There's no controller which sets the binding conditions."
+        args={"bindingTimeout": "1s"},
+        claims=[PENDING],
+        classes=[DEVICE_CLASS],
+        slices=[fabric_slice("instance-1")],
+        in_flight=[BIND_CLAIM],
+        after={CLAIM: bound(BIND_CLAIM)},
+        prebind_error="device binding timeout",
+    ),
+    "bound-claim-with-succeeded-binding-conditions": Case(
+        POD_WITH_CLAIM_NAME, claims=[BOUND_CLAIM], after={CLAIM: reserved(BOUND_CLAIM)}
+    ),
+    "bound-claim-with-failed-binding": Case(
+        POD_WITH_CLAIM_NAME,
+        claims=[FAILED_BINDING_CLAIM],
+        slices=[WORKER_SLICE],
+        filter={NODE: st("resourceclaim not available on the node")},
+        postfilter=st("deallocation of ResourceClaim completed"),
+        after={CLAIM: with_allocation(FAILED_BINDING_CLAIM, None)},
+    ),
+    "bound-claim-with-timed-out-binding": Case(
+        POD_WITH_CLAIM_NAME,
+        claims=[_timed_out()],
+        filter={NODE: st("resourceclaim not available on the node")},
+        postfilter=st("deallocation of ResourceClaim completed"),
+        after={CLAIM: with_allocation(_timed_out(), None)},
+    ),
+    "bound-claim-with-mixed-binding-conditions": Case(
+        POD_WITH_CLAIM_NAME,
+        claims=[_timed_out((("condition1", "True"), ("condition2", "False")))],
+        filter={NODE: st("resourceclaim not available on the node")},
+        postfilter=st("deallocation of ResourceClaim completed"),
+        after={CLAIM: with_allocation(_timed_out(), None)},
+    ),
+    "bound-claim-without-binding-conditions": Case(
+        POD_WITH_CLAIM_TEMPLATE_IN_STATUS,
+        claims=[ALLOCATED, OTHER],
+        after={CLAIM: bound(ALLOCATED), "not-my-claim": OTHER},
+    ),
+    "multi-claims-binding-conditions-all-success": Case(
+        POD_WITH_TWO_CLAIM_NAMES,
+        claims=[BOUND_CLAIM, BOUND_CLAIM2],
+        classes=[DEVICE_CLASS],
+        slices=[fabric_slice("instance-1"), fabric_slice("instance-2", DRIVER2)],
+        after={CLAIM: reserved(BOUND_CLAIM), CLAIM2: reserved(BOUND_CLAIM2)},
+    ),
+    "multi-claims-binding-conditions-one-fail": Case(
+        POD_WITH_TWO_CLAIM_NAMES,
+        claims=[BOUND_CLAIM, FAILED_BINDING_CLAIM2],
+        classes=[DEVICE_CLASS],
+        slices=[fabric_slice("instance-1"), fabric_slice("instance-2", DRIVER2)],
+        filter={NODE: st("resourceclaim not available on the node")},
+        postfilter=st("deallocation of ResourceClaim completed"),
+        after={CLAIM: BOUND_CLAIM, CLAIM2: with_allocation(FAILED_BINDING_CLAIM2, None)},
+    ),
+    "single-claim-prioritized-list-scoring": Case(
+        POD_WITH_CLAIM_NAME,
+        nodes=[NODE, NODE2],
+        claims=[PRIORITIZED_WITH_SELECTOR],
+        classes=[DEVICE_CLASS],
+        slices=[
+            device_slice(NODE, "instance-1", attrs={ATTR: {"bool": True}}),
+            device_slice(NODE2, "instance-1", attrs={ATTR: {"bool": False}}),
+        ],
+        score={NODE: 8, NODE2: 7},
+        normalized={NODE: 100, NODE2: 87},
+        in_flight=[with_allocation(PRIORITIZED_WITH_SELECTOR, allocation_result("req-1/subreq-1"))],
+        after={CLAIM: bound(with_allocation(PRIORITIZED_WITH_SELECTOR, allocation_result("req-1/subreq-1")))},
+    ),
+    "multiple-claims-prioritized-list-scoring": Case(
+        POD_WITH_TWO_CLAIM_NAMES,
+        nodes=[NODE, NODE2, NODE3],
+        claims=[PENDING_PRIORITIZED, CLAIM2_MULTIPLE_SUBREQUESTS],
+        classes=[DEVICE_CLASS],
+        slices=[
+            device_slice(NODE, *(f"instance-{i}" for i in range(1, 5))),
+            device_slice(NODE2, "instance-1", "instance-2"),
+            device_slice(NODE3, "instance-1"),
+        ],
+        filter={
+            NODE3: st(
+                CANNOT,
+                f"claim {NS}/{CLAIM2}, request req-1/subreq-4: all 1 matching devices are allocated",
+            )
+        },
+        score={NODE: 15, NODE2: 13},
+        normalized={NODE: 100, NODE2: 86},
+        in_flight=[
+            ALLOCATED_PRIORITIZED,
+            with_allocation(
+                CLAIM2_MULTIPLE_SUBREQUESTS,
+                results(*((("req-1/subreq-2", f"instance-{i}")) for i in range(2, 5))),
+            ),
+        ],
+        after={
+            CLAIM: bound(ALLOCATED_PRIORITIZED),
+            CLAIM2: bound(
+                with_allocation(
+                    CLAIM2_MULTIPLE_SUBREQUESTS, results(*(("req-1/subreq-2", f"instance-{i}") for i in range(2, 5)))
+                )
+            ),
+        },
+    ),
+    "multiple-requests-prioritized-list-scoring": Case(
+        POD_WITH_CLAIM_NAME,
+        nodes=[NODE, NODE2, NODE3],
+        claims=[MULTIPLE_PRIORITIZED_REQUESTS],
+        classes=[DEVICE_CLASS],
+        slices=[
+            device_slice(NODE, *(f"instance-{i}" for i in range(1, 5))),
+            device_slice(NODE2, "instance-1", "instance-2", "instance-3"),
+            device_slice(NODE3, "instance-1", "instance-2"),
+        ],
+        score={NODE: 16, NODE2: 15, NODE3: 14},
+        normalized={NODE: 100, NODE2: 93, NODE3: 87},
+        in_flight=[
+            with_allocation(
+                MULTIPLE_PRIORITIZED_REQUESTS,
+                results(*((f"req-{r}/subreq-1", f"instance-{2 * r - 2 + i}") for r in (1, 2) for i in (1, 2))),
+            )
+        ],
+        after={
+            CLAIM: bound(
+                with_allocation(
+                    MULTIPLE_PRIORITIZED_REQUESTS,
+                    results(*((f"req-{r}/subreq-1", f"instance-{2 * r - 2 + i}") for r in (1, 2) for i in (1, 2))),
+                )
+            )
+        },
     ),
 }
 
@@ -444,16 +781,31 @@ CASES: dict[str, Case] = {
 
 
 def _comparable(c: dra.ResourceClaim | Obj) -> dra.ResourceClaim:
-    """A claim without uid and resourceVersion (cmpopts.IgnoreFields), compared
-    as a struct (field by field)."""
+    """A claim without uid and resourceVersion (cmpopts.IgnoreFields), its
+    allocationTimestamp set or not (its value is not compared), compared as a
+    struct (field by field)."""
     obj = msgspec.convert(c, dra.ResourceClaim) if isinstance(c, dict) else c
     md = msgspec.structs.replace(obj.metadata, uid="", resource_version="")
-    return msgspec.structs.replace(obj, metadata=md)
+    status = obj.status
+    if status.allocation is not None and status.allocation.allocation_timestamp is not None:
+        status = msgspec.structs.replace(
+            status, allocation=msgspec.structs.replace(status.allocation, allocation_timestamp=STAMPED)
+        )
+    return msgspec.structs.replace(obj, metadata=md, status=status)
+
+
+def cluster(
+    nodes: list[str], *, release: str = "1.37", gates: dict[str, bool] | None = None, args: Obj | None = None
+) -> testing.Cluster:
+    config: Obj = {"kubernetesVersion": release, "featureGates": gates or {}}
+    if args:
+        config["profiles"] = [{"pluginConfig": [{"name": NAME, "args": args}]}]
+    return testing.Cluster(nodes=[node(n) for n in nodes], config=testing.parse_config(config))
 
 
 class Walk:
-    def __init__(self, case: Case) -> None:
-        self.cluster = testing.Cluster(nodes=[node(n) for n in case.nodes])
+    def __init__(self, case: Case, release: str = "1.37") -> None:
+        self.cluster = cluster(case.nodes, release=release, gates=case.gates, args=case.args)
         embedded = self.cluster.berth.cluster
         embedded.upsert_device_classes(msgspec.convert(c, dra.DeviceClass) for c in case.classes)
         embedded.upsert_resource_slices(msgspec.convert(s, dra.ResourceSlice) for s in case.slices)
@@ -462,12 +814,17 @@ class Walk:
         fwk = self.cluster.berth.core.frameworks[self.cluster.berth.cfg.profiles[0].scheduler_name]
         self.plugin: DynamicResources = fwk.plugins[NAME]
         self.store = self.cluster.berth.core.dra
+        for c in case.in_flight_before:
+            claim_ = msgspec.convert(c, dra.ResourceClaim)
+            stored = self.store.claim(claim_.metadata.namespace, claim_.metadata.name)
+            assert stored is not None
+            self.store.signal_pending_allocation(stored.metadata.uid, claim_)
 
     def claims(self) -> dict[str, dra.ResourceClaim]:
         return {c.metadata.name: _comparable(c) for c in self.embedded.resource_claims.values()}
 
     def in_flight(self) -> list[dra.ResourceClaim]:
-        return [_comparable(c) for c in self.store.pending_allocations()]
+        return sorted((_comparable(c) for c in self.store.pending_allocations()), key=lambda c: c.metadata.name)
 
     async def drain(self) -> None:
         await self.cluster.berth.core.client.drain()
@@ -497,7 +854,7 @@ async def test_plugin(name: str) -> None:
     res = p.pre_filter(state, pi, nodes)
     assert _reasons(res.status) == case.prefilter
     assert res.node_names is None
-    passed: list[str] = []
+    passed: list[int] = []
     if res.status.ok:
         for row in nodes.alive_rows().tolist():
             rows = np.asarray([row], dtype=np.int64)
@@ -505,12 +862,13 @@ async def test_plugin(name: str) -> None:
             if verdict.code == fw.Code.ERROR:
                 assert case.filter_error
                 (want,) = case.filter[nodes.name(row)]
-                assert verdict.message().startswith(want)
-                assert ATTR in verdict.message()
+                assert verdict.message().startswith(want), verdict
+                if "CEL" in want:
+                    assert ATTR in verdict.message()
                 return  # "An error aborts scheduling."
             assert _reasons(verdict) == case.filter.get(nodes.name(row), ()), nodes.name(row)
             if verdict.ok:
-                passed.append(nodes.name(row))
+                passed.append(row)
     if not passed:
         post = p.post_filter(state, pi, nodes, {})
         assert post.status.code == fw.Code.UNSCHEDULABLE
@@ -520,9 +878,20 @@ async def test_plugin(name: str) -> None:
         return
     assert case.postfilter is None
 
-    chosen = passed[0]
+    names = [nodes.name(r) for r in passed]
+    chosen = names[0]
+    if len(passed) > 1:  # "When two nodes where found, PreScore gets called."
+        rows = np.asarray(passed, dtype=np.int64)
+        raw = p.score(state, pi, nodes, rows)
+        normalized = p.normalize_score(state, pi, raw)
+        assert dict(zip(names, raw.tolist(), strict=True)) == (case.score or dict.fromkeys(names, 0))
+        assert dict(zip(names, normalized.tolist(), strict=True)) == (case.normalized or dict.fromkeys(names, 0))
+        chosen = names[int(np.argmax(normalized))]  # the first of the best
+    else:
+        assert case.score is None
+
     assert p.reserve(state, pi, chosen).ok
-    assert w.in_flight() == ([_comparable(case.in_flight)] if case.in_flight else [])
+    assert w.in_flight() == sorted((_comparable(c) for c in case.in_flight), key=lambda c: c.metadata.name)
     assert w.claims() == initial  # Reserve writes nothing
     if case.unreserve_before_prebind:
         p.unreserve(state, pi, chosen)
@@ -533,9 +902,13 @@ async def test_plugin(name: str) -> None:
     if case.before_prebind is not None:
         current = msgspec.to_builtins(w.embedded.resource_claims[f"{NS}/{CLAIM}"])
         w.embedded.upsert_resource_claims([msgspec.convert(case.before_prebind(current), dra.ResourceClaim)])
+        initial = w.claims()
     status = await p.pre_bind(state, pi, chosen)
-    assert status.ok, status
-    assert w.in_flight() == []
+    if case.prebind_error is not None:
+        assert status.code == fw.Code.ERROR and status.message().startswith(case.prebind_error), status
+    else:
+        assert status.ok, status
+    assert w.in_flight() == [_comparable(c) for c in case.in_flight_after]
     want = dict(initial)
     want.update({k: _comparable(v) for k, v in (case.after or {}).items()})
     assert w.claims() == want
@@ -544,6 +917,293 @@ async def test_plugin(name: str) -> None:
         await w.drain()
         want.update({k: _comparable(v) for k, v in case.unreserve_after_bind_failure.items()})
         assert w.claims() == want
+
+
+# ---------------------------------------------------------------- scoring (dynamicresources.go)
+
+
+def _scored_claim(*subrequests: int, name: str = CLAIM) -> dra.ResourceClaim:
+    """st.MakeResourceClaim().NamedRequestWithPrioritizedList(...): one request per
+    argument, with that many subrequests."""
+    requests = [
+        first_available(f"req-{r + 1}", *(sub(f"subreq-{i + 1}") for i in range(n))) for r, n in enumerate(subrequests)
+    ]
+    return msgspec.convert(claim(name, requests=requests), dra.ResourceClaim)
+
+
+#: Test_computesScore (v1.37.2): claims, the request names of each allocation, the score (None: an error).
+COMPUTE_SCORE_CASES = {
+    "more-claims-than-allocations": ([_scored_claim(1), _scored_claim(1, name=CLAIM2)], [], None),
+    "single-request-only-subrequest-allocated": ([_scored_claim(1)], [["req-1/subreq-1"]], 8),
+    "single-request-last-subrequest-allocated": ([_scored_claim(8)], [["req-1/subreq-8"]], 1),
+    "multiple-requests-with-middle-subrequests-allocated": (
+        [_scored_claim(4, 5)],
+        [["req-1/subreq-4", "req-2/subreq-5"]],
+        9,
+    ),
+    "multiple-requests-with-top-subrequests-allocated": (
+        [_scored_claim(8, 1)],
+        [["req-1/subreq-8", "req-2/subreq-1"]],
+        9,
+    ),
+    "multiple-claims-with-last-subrequests-allocated": (
+        [_scored_claim(8), _scored_claim(8, name=CLAIM2)],
+        [["req-1/subreq-8"], ["req-1/subreq-8"]],
+        2,
+    ),
+    "multiple-claims-with-top-subrequests-allocated": (
+        [_scored_claim(1), _scored_claim(1, name=CLAIM2)],
+        [["req-1/subreq-1"], ["req-1/subreq-1"]],
+        16,
+    ),
+}
+
+
+@pytest.mark.parametrize("release", ["1.35", "1.36", "1.37"])
+@pytest.mark.parametrize("name", list(COMPUTE_SCORE_CASES))
+def test_compute_score(name: str, release: str) -> None:
+    claims, allocated, want = COMPUTE_SCORE_CASES[name]
+    version = features.parse_version(release)
+    if want is None:
+        with pytest.raises(ValueError, match="smaller than number of claims"):
+            compute_score(claims, allocated, version)
+    else:
+        assert compute_score(claims, allocated, version) == want
+
+
+@pytest.mark.parametrize(
+    ("release", "want"),
+    [
+        # v1.35.4 indexes the allocations by the claim's position among all claims.
+        ("1.35", "number of allocations 1 is smaller than number of claims"),
+        # "mix-of-allocated-and-unallocated-claims" (v1.36.3, v1.37.2): the allocated
+        # claim reads its own status, the other the allocation made in this cycle.
+        ("1.36", 0),
+        ("1.37", 0),
+    ],
+)
+def test_compute_score_with_a_claim_allocated_before(release: str, want: int | str) -> None:
+    allocated = msgspec.convert(ALLOCATED, dra.ResourceClaim)
+    pending = msgspec.convert(claim(CLAIM2, owned=True), dra.ResourceClaim)
+    version = features.parse_version(release)
+    if isinstance(want, str):
+        with pytest.raises(ValueError, match=want):
+            compute_score([allocated, pending], [["req-1"]], version)
+    else:
+        assert compute_score([allocated, pending], [["req-1"]], version) == want
+
+
+#: TestNormalizeScore (v1.37.2): helper.DefaultNormalizeScore(MaxNodeScore, false).
+NORMALIZE_CASES = {
+    "empty": ([], []),
+    "single-score": ([42], [100]),
+    "all-same": ([8, 8], [100, 100]),
+    "all-same-very-large": ([2**31 - 1, 2**31 - 1], [100, 100]),
+    "max-and-min-values": ([2**31 - 1, 0], [100, 0]),
+    "mid-value": ([99, 98, 97], [100, 98, 97]),
+    "large-spread-lost-precision": ([2**31 - 1, 2**31 - 2, 1, 0], [100, 99, 0, 0]),
+    "all-zero": ([0, 0], [0, 0]),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMALIZE_CASES))
+def test_normalize_score(name: str) -> None:
+    scores, want = NORMALIZE_CASES[name]
+    w = Walk(Case(POD_WITH_CLAIM_NAME))
+    got = w.plugin.normalize_score(fw.CycleState(), PodInfo.of(POD_WITH_CLAIM_NAME), np.asarray(scores, dtype=np.int64))
+    assert got.tolist() == want
+
+
+async def test_score_fails_the_attempt_on_1_35_with_a_claim_allocated_before() -> None:
+    """A pod with an allocated claim and one to allocate, two feasible nodes:
+    v1.35.4's Score fails ("running Score plugins"), v1.36+ scores 0."""
+    pending = claim(CLAIM2, owned=True)
+    for release, fails in (("1.35", True), ("1.36", False), ("1.37", False)):
+        case = Case(
+            POD_WITH_TWO_CLAIM_NAMES,
+            nodes=[NODE, NODE2],
+            claims=[GOOD_TOPOLOGY, pending],
+            classes=[DEVICE_CLASS],
+            slices=[WORKER_SLICE, device_slice(NODE2, "instance-1")],
+        )
+        w = Walk(case, release=release)
+        pi = PodInfo.of(case.pod)
+        state, nodes = fw.CycleState(), w.cluster.snapshot
+        assert w.plugin.pre_filter(state, pi, nodes).status.ok
+        rows = nodes.alive_rows()
+        verdicts = w.plugin.filter(state, pi, nodes, rows)
+        feasible = rows[verdicts.ok]
+        assert len(feasible) == 1  # GOOD_TOPOLOGY pins the pod to NODE
+        if fails:
+            with pytest.raises(RuntimeError, match=r'running Score plugins: plugin "DynamicResources" failed with'):
+                w.plugin.score(state, pi, nodes, feasible)
+        else:
+            assert w.plugin.score(state, pi, nodes, feasible).tolist() == [0]
+
+
+def test_the_profile_prefers_the_node_with_the_first_subrequest() -> None:
+    """Through the whole default profile: DynamicResources' weighted score (x2)
+    is 200 on the node that gets subreq-1 and 174 on the one left with subreq-2."""
+    w = Walk(CASES["single-claim-prioritized-list-scoring"])
+    w.cluster.add(*(testing.make_node(n, pods=110, labels={"kubernetes.io/hostname": n}) for n in (NODE, NODE2)))
+    e = w.cluster.explain(POD_WITH_CLAIM_NAME)
+    scores = {n.node: n.plugin_scores.get(NAME) for n in e.nodes if n.feasible}
+    assert scores == {NODE: 200, NODE2: 174}
+    totals = {n.node: n.score for n in e.nodes}
+    assert totals[NODE] > totals[NODE2]
+
+
+# ---------------------------------------------------------------- per release
+
+
+@pytest.mark.parametrize(
+    ("release", "no_claims", "not_schedulable"),
+    [
+        ("1.35", ("no new claims to deallocate",), ("still not schedulable",)),
+        ("1.36", ("no new claims to deallocate",), ("still not schedulable",)),
+        # TestPostFilterNoOpStatusHasNoUserVisibleReason (v1.37.2).
+        ("1.37", (), ()),
+    ],
+)
+def test_post_filter_reasons_per_release(
+    release: str, no_claims: tuple[str, ...], not_schedulable: tuple[str, ...]
+) -> None:
+    w = Walk(Case(POD_WITH_CLAIM_NAME, claims=[PENDING], classes=[DEVICE_CLASS]), release=release)
+    plain = PodInfo.of(testing.make_pod("foo"))
+    state = fw.CycleState()
+    assert w.plugin.pre_filter(state, plain, w.cluster.snapshot).status.code == fw.Code.SKIP
+    post = w.plugin.post_filter(state, plain, w.cluster.snapshot, {})
+    assert (post.status.code, post.status.reasons) == (fw.Code.UNSCHEDULABLE, no_claims)
+    pi, state = PodInfo.of(POD_WITH_CLAIM_NAME), fw.CycleState()
+    assert w.plugin.pre_filter(state, pi, w.cluster.snapshot).status.ok
+    post = w.plugin.post_filter(state, pi, w.cluster.snapshot, {})
+    assert (post.status.code, post.status.reasons) == (fw.Code.UNSCHEDULABLE, not_schedulable)
+
+
+@pytest.mark.parametrize(("release", "stamp"), [("1.35", False), ("1.36", True), ("1.37", True)])
+async def test_pre_bind_stamps_the_allocation_where_binding_conditions_are_on(release: str, stamp: bool) -> None:
+    """bindClaim: allocationTimestamp with DRADeviceBindingConditions and
+    DRAResourceClaimDeviceStatus (on by default since 1.36)."""
+    case = Case(POD_WITH_CLAIM_NAME, claims=[PENDING], classes=[DEVICE_CLASS], slices=[WORKER_SLICE])
+    w = Walk(case, release=release)
+    pi, state, nodes = PodInfo.of(case.pod), fw.CycleState(), w.cluster.snapshot
+    assert w.plugin.pre_filter(state, pi, nodes).status.ok
+    assert w.plugin.filter(state, pi, nodes, nodes.alive_rows()).ok.all()
+    assert w.plugin.reserve(state, pi, NODE).ok
+    assert (await w.plugin.pre_bind(state, pi, NODE)).ok
+    written = w.claims()[CLAIM]
+    assert written == _comparable(bound(ALLOCATED) if stamp else reserved(ALLOCATED))
+
+
+@pytest.mark.parametrize("release", ["1.35", "1.36", "1.37"])
+def test_allocator_features_follow_the_release(release: str) -> None:
+    """AllocatorFeatures over each release's default gates: 1.35 runs admin
+    access and prioritized lists; 1.36 and 1.37 add taints, partitionable
+    devices, consumable capacity and binding conditions (the incubating
+    allocator's set, structured/allocator.go)."""
+    on_since_136 = release != "1.35"
+    got = allocator_features(features.Features.of(features.parse_version(release)))
+    assert got == allocation.Features(
+        admin_access=True,
+        prioritized_list=True,
+        device_taints=on_since_136,
+        partitionable_devices=on_since_136,
+        consumable_capacity=on_since_136,
+        device_binding_and_status=on_since_136,
+        fractional_capacity_range=False,
+        release=int(release.split(".")[1]),
+    )
+
+
+#: TestAllocatorSelection's single-feature cases: gate field(s) -> the allocator switch they turn on.
+SELECTION = {
+    "AdminAccess": ({"dra_admin_access"}, "admin_access"),
+    "ConsumableCapacity": ({"dra_consumable_capacity"}, "consumable_capacity"),
+    "DeviceBindingAndStatus": (
+        {"dra_device_binding_conditions", "dra_resource_claim_device_status"},
+        "device_binding_and_status",
+    ),
+    "DeviceTaints": ({"dra_device_taints"}, "device_taints"),
+    "PartitionableDevices": ({"dra_partitionable_devices"}, "partitionable_devices"),
+    "FractionalCapacityRange": ({"dra_fractional_capacity_range"}, "fractional_capacity_range"),
+    "PrioritizedList": ({"dra_prioritized_list"}, "prioritized_list"),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECTION))
+def test_each_gate_reaches_the_allocator(name: str) -> None:
+    gate_fields, switch = SELECTION[name]
+    gates = dataclasses.replace(features.Features(), **dict.fromkeys(gate_fields, True))
+    got = allocator_features(gates)
+    on = {f.name for f in dataclasses.fields(got) if f.type in ("bool", bool) and getattr(got, f.name)}
+    assert on == {switch}
+    if len(gate_fields) > 1:  # both gates are needed
+        for field_name in gate_fields:
+            half = dataclasses.replace(gates, **{field_name: False})
+            assert not getattr(allocator_features(half), switch)
+
+
+def test_filter_says_invalid_resource_pools_where_nothing_else_fits() -> None:
+    """ErrFailedAllocationOnNode (k8s.io/dynamic-resource-allocation v0.35+): a
+    per-node reason of its own, with no Berth detail."""
+    w = Walk(Case(POD_WITH_CLAIM_NAME, nodes=[NODE, NODE2], claims=[PENDING], classes=[DEVICE_CLASS]))
+    # Two slices of one pool repeat a device name: the pool is invalid (the
+    # embedded cluster validates one slice at a time, as the API server does).
+    halves = [device_slice(NODE, "instance-1") for _ in range(2)]
+    for i, half in enumerate(halves):
+        half["metadata"]["name"] += f"-{i}"
+        half["spec"]["pool"]["resourceSliceCount"] = 2
+    w.embedded.upsert_resource_slices(msgspec.convert(h, dra.ResourceSlice) for h in halves)
+    pi, state, nodes = PodInfo.of(POD_WITH_CLAIM_NAME), fw.CycleState(), w.cluster.snapshot
+    assert w.plugin.pre_filter(state, pi, nodes).status.ok
+    verdicts = w.plugin.filter(state, pi, nodes, nodes.alive_rows())
+    got = {nodes.name(r): verdicts.status_at(k).reasons for k, r in enumerate(nodes.alive_rows().tolist())}
+    assert got == {
+        NODE: ("invalid resource pools were encountered",),
+        NODE2: (CANNOT, f"claim {NS}/{CLAIM}, request req-1: no device matches the selectors (class and request)"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("gates", "args", "error"),
+    [
+        ({}, {"filterTimeout": "-1s"}, "filterTimeout: Invalid value: '-1s': must be zero or positive"),
+        (
+            {"DRASchedulerFilterTimeout": False},
+            {"filterTimeout": "10s"},
+            "filterTimeout: Forbidden: DRASchedulingFilterTimeout feature gate is disabled",
+        ),
+        ({}, {"bindingTimeout": "500ms"}, "bindingTimeout: Invalid value: '500ms': must be at least 1 second"),
+        (
+            {"DRADeviceBindingConditions": False},
+            {"bindingTimeout": "10m"},
+            "bindingTimeout: Forbidden: DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate "
+            "is disabled",
+        ),
+        ({}, {"bindingTimeout": "ten minutes"}, 'time: invalid duration "ten minutes"'),
+    ],
+)
+def test_dynamic_resources_args_are_validated_as_upstream(gates: dict[str, bool], args: Obj, error: str) -> None:
+    """ValidateDynamicResourcesArgs (v1.37.2 validation_pluginargs.go)."""
+    with pytest.raises(Exception, match=re.escape(error)):
+        cluster([NODE], gates=gates, args=args)
+
+
+@pytest.mark.parametrize(
+    ("args", "gates", "want"),
+    [
+        ({}, {}, (10.0, 600.0)),
+        ({"filterTimeout": "1m30s", "bindingTimeout": "2m"}, {}, (90.0, 120.0)),
+        ({"filterTimeout": "0"}, {}, (0.0, 600.0)),
+        ({}, {"DRASchedulerFilterTimeout": False}, (0.0, 600.0)),
+    ],
+)
+def test_dynamic_resources_args_load_with_upstreams_defaults(
+    args: Obj, gates: dict[str, bool], want: tuple[float, float]
+) -> None:
+    """SetDefaults_DynamicResourcesArgs: filterTimeout 10 s, bindingTimeout 600 s."""
+    p = Walk(Case(POD_WITH_CLAIM_NAME, gates=gates, args=args)).plugin
+    assert (p.filter_timeout, p.binding_timeout) == want
 
 
 # ---------------------------------------------------------------- beyond the table
@@ -558,8 +1218,10 @@ def test_default_profile_runs_it_before_default_preemption() -> None:
     resolved = registry.resolve_profile(testing.parse_config({}).profiles[0])
     post = resolved.points["postFilter"]
     assert post.index(NAME) == post.index("DefaultPreemption") - 1
-    for point in ("preEnqueue", "preFilter", "filter", "reserve", "preBind"):
+    for point in ("preEnqueue", "preFilter", "filter", "score", "reserve", "preBind"):
         assert NAME in resolved.points[point], point
+    # A Score since 1.35, weight 2 (applyDynamicResources).
+    assert resolved.weights[NAME] == 2
 
 
 def test_events_to_register() -> None:
@@ -665,6 +1327,79 @@ def test_explain_names_the_claim_and_request_that_fail_on_each_node() -> None:
             "class",
             {"metadata": {"name": "Bad_Name"}},
             'deviceClasses[0].metadata.name: Invalid value: "Bad_Name"',
+        ),
+        (
+            "slice",
+            {
+                **WORKER_SLICE,
+                "spec": {**WORKER_SLICE["spec"], "sharedCounters": [{"name": "cs", "counters": {"c": {"value": "1"}}}]},
+            },
+            'resourceSlices[0].spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed',
+        ),
+        (
+            "slice",
+            {
+                **WORKER_SLICE,
+                "spec": {
+                    **WORKER_SLICE["spec"],
+                    "devices": [{"name": "d", "taints": [{"key": "k", "effect": "Evict"}]}],
+                },
+            },
+            'resourceSlices[0].spec.devices[0].taints[0].effect: Unsupported value: "Evict": supported values: '
+            '"NoExecute", "NoSchedule", "None"',
+        ),
+        (
+            "slice",
+            {
+                **WORKER_SLICE,
+                "spec": {
+                    **WORKER_SLICE["spec"],
+                    "devices": [
+                        {
+                            "name": "d",
+                            "capacity": {"mem": {"value": "1Gi", "requestPolicy": {"default": "1Mi"}}},
+                        }
+                    ],
+                },
+            },
+            "resourceSlices[0].spec.devices[0].capacity[mem].requestPolicy: Forbidden: "
+            "allowMultipleAllocations must be true",
+        ),
+        (
+            "slice",
+            {
+                **WORKER_SLICE,
+                "spec": {**WORKER_SLICE["spec"], "devices": [{"name": "d", "bindingConditions": ["ready"]}]},
+            },
+            "resourceSlices[0].spec.devices[0].bindingFailureConditions: Invalid value: []: bindingFailureConditions "
+            "are required to use bindingConditions",
+        ),
+        (
+            "slice",
+            {**WORKER_SLICE, "spec": {**WORKER_SLICE["spec"], "devices": [{"name": "d", "nodeName": NODE}]}},
+            "resourceSlices[0].spec.devices[0]: Invalid value: null: `nodeName`, `nodeSelector` and `allNodes` can "
+            "only be set if `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
+        ),
+        (
+            "claim",
+            {
+                "metadata": {"name": "c"},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "r",
+                                "exactly": {
+                                    "deviceClassName": CLASS,
+                                    "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}],
+                                },
+                            }
+                        ]
+                    }
+                },
+            },
+            'resourceClaims[0].spec.devices.requests[0].exactly.tolerations[0].value: Invalid value: "v": must be '
+            "empty for operator `Exists`",
         ),
     ],
 )

@@ -1,23 +1,27 @@
-"""ImageLocality, ported from kube-scheduler v1.34's
+"""ImageLocality, ported from kube-scheduler v1.37.2's
 pkg/scheduler/framework/plugins/imagelocality/image_locality_test.go
-(TestImageLocalityPriority, TestNormalizedImageName).
+(TestImageLocalityPriority, TestNormalizedImageName), with the image-volume
+cases per release (1.35: not counted; 1.36: in the sum only; 1.37: in the sum
+and the image count). Not ported: TestImageSignature (Berth has no SignPod).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import normalize_image
 from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.plugins.image_locality import MAX_CONTAINER_THRESHOLD, MIN_THRESHOLD, ImageLocality, calculate_priority
-from berth.testing import make_node, make_pod
+from berth.testing import Cluster, make_node, make_pod
 from tests.support import table
 
 MB = 1024 * 1024
@@ -27,9 +31,10 @@ def image(size_mb: int, *names: str) -> model.ContainerImage:
     return model.ContainerImage(names=list(names), size_bytes=size_mb * MB)
 
 
-def pod(images: Sequence[str], init: Sequence[str] = ()) -> model.Pod:
+def pod(images: Sequence[str], init: Sequence[str] = (), volumes: Sequence[str] = ()) -> model.Pod:
     containers = [{"name": f"c{k}", "image": img} for k, img in enumerate(images)]
-    spec = {"initContainers": [{"name": f"i{k}", "image": img} for k, img in enumerate(init)]} if init else {}
+    spec: dict[str, object] = {"initContainers": [{"name": f"i{k}", "image": img} for k, img in enumerate(init)]}
+    spec["volumes"] = [{"name": f"v{k}", "image": {"reference": ref}} for k, ref in enumerate(volumes)]
     return make_pod(containers=containers, spec=spec)
 
 
@@ -79,6 +84,18 @@ CASES = [
         [NODE_40_300_2000, NODE_20_30_40],
         [6, 0],
     ),
+    (
+        "pod with ImageVolume",
+        pod(["gcr.io/30"], volumes=["gcr.io/300"]),
+        [NODE_300_600_900, NODE_4000_30],
+        [6, 0],
+    ),
+    (
+        "same images as ImageVolume pod but as regular container images",
+        pod(["gcr.io/30", "gcr.io/300"]),
+        [NODE_300_600_900, NODE_4000_30],
+        [6, 0],
+    ),
     # Berth: a tagged pod image matches only that tag; a node listing a name twice counts once.
     ("a tag matches only that tag", pod(["gcr.io/40:v1", "gcr.io/250:v2"]), [NODE_40_300_2000, NODE_250_10], [0, 0]),
     (
@@ -100,6 +117,28 @@ def test_image_locality(
     rows = t.alive_rows()
     got = ImageLocality().score(fw.CycleState(), PodInfo.of(incoming), t, rows)
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        # v1.35.4: image volumes are not images; node1 holds none of the pod's.
+        (features.KubeVersion(1, 35), [0, 0]),
+        # v1.36.3: gcr.io/300 (300MB on one node of two) adds to the sum, the
+        # count stays 1: 100 * (150MB - 23MB) / (1000MB - 23MB) = 12.
+        (features.KubeVersion(1, 36), [12, 0]),
+        # v1.37.2: and counts as an image: 100 * (150MB - 23MB) / (2000MB - 23MB) = 6.
+        (features.KubeVersion(1, 37), [6, 0]),
+    ],
+    ids=str,
+)
+def test_image_volumes_per_release(version: features.KubeVersion, want: list[int]) -> None:
+    # image_locality_test.go "pod with ImageVolume" (v1.37.2), per release.
+    cluster = Cluster([make_node("node1", images=NODE_300_600_900), make_node("node2", images=NODE_4000_30)])
+    handle = dataclasses.replace(cluster.handle(), features=features.Features.of(version))
+    t = cluster.snapshot
+    incoming = PodInfo.of(pod(["gcr.io/30"], volumes=["gcr.io/300"]))
+    assert ImageLocality(handle=handle).score(fw.CycleState(), incoming, t, t.alive_rows()).tolist() == want
 
 
 def test_spread_counts_every_node_but_scores_only_the_given_rows() -> None:

@@ -3,10 +3,12 @@ interpodaffinity/filtering_test.go and scoring_test.go."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
@@ -589,3 +591,46 @@ def test_pre_score_skips_when_existing_terms_select_no_namespace_of_the_pod() ->
     pod = PodInfo.of(make_pod("p", namespace="subteam1.team2", labels={"service": "S1"}))
     status = InterPodAffinity(None, handle).pre_score(fw.CycleState(), pod, snap, snap.alive_rows())
     assert status.code == fw.Code.SKIP
+
+
+NOT_TEAM1 = {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["team1"]}]}
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        # v1.37.2: mergeAffinityTermNamespacesIfNotEmpty(&term): the selector
+        # becomes the namespaces Berth knows it selects; "ghost" is not one.
+        (features.KubeVersion(1, 37), None),
+        # v1.35.4 / v1.36.3: the merge went to a copy; the term kept its
+        # selector and is matched with nil namespace labels, which NotIn
+        # accepts: every namespace counts, "ghost" too.
+        (features.KubeVersion(1, 36), ANTI),
+        (features.KubeVersion(1, 35), ANTI),
+    ],
+    ids=str,
+)
+def test_a_selector_that_accepts_no_labels_selects_every_namespace_before_1_37(
+    version: features.KubeVersion, want: str | None
+) -> None:
+    pod = make_pod("p", spec=affinity(anti=[ns_term("zone", SECURITYSCAN, namespaceSelector=NOT_TEAM1)]))
+    pods = [make_pod("e", namespace="ghost", node_name="node1", labels={"service": "securityscan"})]
+    snap, handle = with_namespaces(NODE1, pods, NAMESPACES)
+    plugin = InterPodAffinity(None, dataclasses.replace(handle, features=features.Features.of(version)))
+    got = filter_statuses(plugin, pod, snap)["node1"]
+    assert (got.reasons[0] if got.reasons else None) == want
+
+
+@pytest.mark.parametrize(("version", "want"), [(features.KubeVersion(1, 37), 0), (features.KubeVersion(1, 35), 100)])
+def test_preferred_terms_merge_by_value_before_1_37(version: features.KubeVersion, want: int) -> None:
+    # scoring.go PreScore merges the preferred terms the same way (v1.37.2 by
+    # pointer, v1.35.4 by value). DoesNotExist accepts nil labels, so before
+    # 1.37 the pod in the unseen namespace on node2 counts for the incoming
+    # pod's preference; from 1.37 only the namespaces the selector selects do
+    # (those Berth knows all have a team label).
+    selector = {"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}
+    pref = (5, ns_term("region", S1_IN, namespaceSelector=selector))
+    pod = make_pod("p", namespace="subteam1.team1", labels=S1, spec=affinity(preferred=[pref]))
+    snap, handle = with_namespaces(TWO_NODES, [_s1("ghost", "node2", 1)], NAMESPACES)
+    plugin = InterPodAffinity(None, dataclasses.replace(handle, features=features.Features.of(version)))
+    assert scores(plugin, pod, snap) == {"node1": 0, "node2": want}

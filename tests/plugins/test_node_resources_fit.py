@@ -1,4 +1,5 @@
-"""NodeResourcesFit, ported from kube-scheduler v1.34's own tables.
+"""NodeResourcesFit, ported from kube-scheduler v1.34's own tables (unchanged in
+v1.37.2 for what Berth follows), and v1.37.2's per-release args validation.
 
 Sources (pkg/scheduler/framework/plugins/noderesources/): fit_test.go
 (TestEnoughRequests, TestNotEnoughRequests, TestStorageRequests,
@@ -22,6 +23,7 @@ queueing hints) and SignPod (not in v1.34).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +32,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
@@ -45,7 +48,7 @@ from berth.plugins.noderesources import (
 from berth.plugins.noderesources.args import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
 from berth.plugins.noderesources.fit import STATE_KEY
 from berth.plugins.noderesources.strategies import broken_linear, non_missing_requests
-from berth.testing import filter_statuses, make_node, make_pod
+from berth.testing import Cluster, filter_statuses, make_node, make_pod
 from tests.support import table
 
 EXT_A = "example.com/aaa"
@@ -1208,6 +1211,45 @@ def test_invalid_args_are_rejected_naming_the_field(name: str, raw: dict[str, An
     assert str(rerr.value).startswith("pluginConfig[0].args: ") and message in str(rerr.value)
 
 
+FORBIDDEN_SHAPE = (
+    "scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        # validation_pluginargs.go v1.36.3 / v1.37.2: a shape only with RequestedToCapacityRatio.
+        (features.KubeVersion(1, 37), FORBIDDEN_SHAPE),
+        (features.KubeVersion(1, 36), FORBIDDEN_SHAPE),
+        # v1.35.4: the shape is validated whatever the type, and a valid one is accepted.
+        (features.KubeVersion(1, 35), None),
+    ],
+    ids=str,
+)
+def test_a_shape_with_another_strategy_per_release(version: features.KubeVersion, message: str | None) -> None:
+    raw = {
+        "scoringStrategy": {
+            "type": "LeastAllocated",
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10}]},
+        }
+    }
+    feats = features.Features.of(version)
+    if message is None:
+        registry._decode_args(NodeResourcesFit, raw, "pluginConfig[0].args", feats)
+        return
+    with pytest.raises(registry.RegistryError) as err:
+        registry._decode_args(NodeResourcesFit, raw, "pluginConfig[0].args", feats)
+    assert str(err.value) == f"pluginConfig[0].args: {message}"
+
+
+def test_a_shape_is_validated_with_another_strategy_in_1_35() -> None:
+    raw = {"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {"shape": []}}}
+    args = msgspec.convert(raw, NodeResourcesFitArgs)
+    with pytest.raises(ValueError, match=r"requestedToCapacityRatio\.shape: Required value"):
+        args.validate(features.Features.of(features.KubeVersion(1, 35)))
+
+
 def test_several_invalid_fields_are_reported_together() -> None:
     raw = {"ignoredResourceGroups": ["a/b"], "scoringStrategy": {"type": "X"}}
     with pytest.raises(ValueError) as err:
@@ -1260,13 +1302,20 @@ def test_unset_resources_score_like_cpu_and_memory() -> None:
     assert run_scores(plugin, pod(*TWO_CONTAINERS), N4_6) == [37, 50]
 
 
-def test_events_to_register() -> None:
-    # fit_test.go TestEventsToRegister, InPlacePodVerticalScaling enabled, no queueing hints
+@pytest.mark.parametrize("version", features.SUPPORTED, ids=str)
+def test_events_to_register(version: features.KubeVersion) -> None:
+    # fit_test.go TestEventsToRegister, InPlacePodVerticalScaling enabled, no
+    # queueing hints; DeviceClass add / update with DRAExtendedResource (v1.37.2:
+    # on by default from 1.36).
     A = fw.ActionType
-    assert list(NodeResourcesFit(None).events_to_register()) == [
+    handle = dataclasses.replace(Cluster().handle(), features=features.Features.of(version))
+    want = [
         fw.ClusterEvent("AssignedPod", A.DELETE | A.UPDATE_POD_SCALE_DOWN),
         fw.ClusterEvent("Node", A.ADD | A.UPDATE_NODE_ALLOCATABLE | A.UPDATE_NODE_TAINT | A.UPDATE_NODE_LABEL),
     ]
+    if version >= features.KubeVersion(1, 36):
+        want.append(fw.ClusterEvent("DeviceClass", A.ADD | A.UPDATE))
+    assert list(NodeResourcesFit(None, handle).events_to_register()) == want
 
 
 def test_plugin_is_registered_in_tree() -> None:

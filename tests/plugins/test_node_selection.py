@@ -1,23 +1,28 @@
 """NodeName, NodeUnschedulable, TaintToleration, NodeAffinity and their shared
-helpers: cases ported from kube-scheduler v1.34's *_test.go."""
+helpers: cases ported from kube-scheduler v1.34's *_test.go, and v1.37.2's
+for what changed since (the Lt / Gt toleration operators of
+TaintTolerationComparisonOperators, NodeName's PreFilter)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
+from berth import config, features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
+from berth.framework.handle import Handle
 from berth.plugins.helpers import default_normalize_score, tolerates
 from berth.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
 from berth.plugins.node_name import NodeName
 from berth.plugins.node_unschedulable import NodeUnschedulable
 from berth.plugins.taint_toleration import ERR_REASON_NOT_MATCH as UNTOLERATED
 from berth.plugins.taint_toleration import TaintToleration
-from berth.testing import filter_statuses, make_node, make_pod, scores
+from berth.testing import Cluster, filter_statuses, make_node, make_pod, scores
 from tests.support import table
 
 UU = fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -409,3 +414,240 @@ def test_node_affinity_score(
 ) -> None:
     t = table([make_node(n, labels=lbl) for n, lbl in node_labels.items()])
     assert scores(NodeAffinity(), make_pod(spec=spec), t) == want
+
+
+# ---------------------------------------------------------------- 1.37: comparison operators, NodeName's PreFilter
+
+
+def _handle(version: features.KubeVersion = features.NEWEST, **gates: bool) -> Handle:
+    """A Handle whose features are ``version``'s defaults with ``gates`` set."""
+    return dataclasses.replace(Cluster().handle(), features=features.Features.of(version, gates))
+
+
+COMPARISON_OPS = _handle(TaintTolerationComparisonOperators=True)
+
+
+# k8s.io/api v0.37.2 core/v1/toleration_test.go TestCompareNumericValues (the Lt / Gt cases).
+NUMERIC_CASES = [
+    ("Gt", "100", "200", True),
+    ("Gt", "200", "100", False),
+    ("Gt", "100", "100", False),
+    ("Gt", "-100", "-50", True),
+    ("Gt", "-50", "-100", False),
+    ("Gt", "0", "1", True),
+    ("Gt", "9223372036854775806", "9223372036854775807", True),
+    ("Lt", "200", "100", True),
+    ("Lt", "100", "200", False),
+    ("Lt", "100", "100", False),
+    ("Lt", "-50", "-100", True),
+    ("Lt", "-100", "-50", False),
+    ("Lt", "0", "-1", True),
+    ("Gt", "abc", "100", False),
+    ("Gt", "", "100", False),
+    ("Gt", "0100", "200", False),
+    ("Gt", "+100", "200", False),
+    ("Gt", "100.5", "200", False),
+    ("Gt", "-", "100", False),
+    ("Gt", "100", "xyz", False),
+    ("Gt", "100", "", False),
+    ("Gt", "100", "0200", False),
+    ("Lt", "100", "+200", False),
+    ("Lt", "100", " 200 ", False),
+    ("Gt", "0", "0", False),
+    ("Lt", "0", "0", False),
+    ("Gt", "0", "9223372036854775807", True),
+    ("Lt", "0", "-9223372036854775808", True),
+    # Berth: past int64 (strconv.ParseInt fails) and non-ASCII digits (IsDecimalInteger).
+    ("Gt", "0", "9223372036854775808", False),
+    ("Gt", "0", "\u0661", False),
+    ("Gt", "0", "9" * 5000, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "toleration_value", "taint_value", "want"),
+    NUMERIC_CASES,
+    ids=[f"{op} {tv!r} taint {tn[:24]!r}" for op, tv, tn, _ in NUMERIC_CASES],
+)
+def test_lt_and_gt_compare_the_values_as_int64(op: str, toleration_value: str, taint_value: str, want: bool) -> None:
+    t = model.Toleration(key="sla", operator=op, value=toleration_value, effect="NoSchedule")
+    assert tolerates(t, taint("sla", taint_value, "NoSchedule"), comparison_operators=True) is want
+    # Without TaintTolerationComparisonOperators they tolerate nothing (ToleratesTaint's rule 5).
+    assert tolerates(t, taint("sla", taint_value, "NoSchedule")) is False
+
+
+SLA = "node.kubernetes.io/sla"
+PRIORITY = "node.example.com/priority-level"
+
+# taint_toleration_test.go (v1.37.2) TestTaintTolerationFilter's comparison cases and
+# TestTaintTolerationFilterWithFeatureGate: (case, tolerations, taints, gate on, tolerated)
+COMPARISON_FILTER_CASES = [
+    (
+        "Pod with Gt toleration cannot be scheduled on node when taint value is lower than threshold",
+        [tol(key=PRIORITY, operator="Gt", value="950", effect="NoSchedule")],
+        [taint(PRIORITY, "800", "NoSchedule")],
+        True,
+        False,
+    ),
+    (
+        "Pod with Gt toleration can be scheduled on node when taint value is higher than threshold",
+        [tol(key=SLA, operator="Gt", value="750", effect="NoSchedule")],
+        [taint(SLA, "950", "NoSchedule")],
+        True,
+        True,
+    ),
+    (
+        "Pod with Lt toleration cannot be scheduled on node when taint value is higher than threshold",
+        [tol(key=PRIORITY, operator="Lt", value="800", effect="NoSchedule")],
+        [taint(PRIORITY, "950", "NoSchedule")],
+        True,
+        False,
+    ),
+    (
+        "Pod with Lt toleration can be scheduled on node when taint value is lower than threshold",
+        [tol(key=SLA, operator="Lt", value="950", effect="NoSchedule")],
+        [taint(SLA, "800", "NoSchedule")],
+        True,
+        True,
+    ),
+    (
+        "Pod with Gt toleration cannot be scheduled on node with non-numeric taint value",
+        [tol(key=SLA, operator="Gt", value="950", effect="NoSchedule")],
+        [taint(SLA, "high", "NoSchedule")],
+        True,
+        False,
+    ),
+    (
+        "Pod with Gt toleration cannot be scheduled when feature gate is disabled",
+        [tol(key=SLA, operator="Gt", value="750", effect="NoSchedule")],
+        [taint(SLA, "950", "NoSchedule")],
+        False,
+        False,
+    ),
+    (
+        "Pod with Lt toleration cannot be scheduled when feature gate is disabled",
+        [tol(key=SLA, operator="Lt", value="950", effect="NoSchedule")],
+        [taint(SLA, "800", "NoSchedule")],
+        False,
+        False,
+    ),
+    (
+        "Pod with mixed tolerations (Equal and Gt) when feature gate is disabled - only Equal is honored",
+        [
+            tol(key="dedicated", operator="Equal", value="user1", effect="NoSchedule"),
+            tol(key=SLA, operator="Gt", value="750", effect="NoSchedule"),
+        ],
+        [taint("dedicated", "user1", "NoSchedule")],
+        False,
+        True,
+    ),
+    (
+        "Pod with mixed tolerations, Gt toleration needed but filtered out when feature gate is disabled",
+        [
+            tol(key="dedicated", operator="Equal", value="user1", effect="NoSchedule"),
+            tol(key=SLA, operator="Gt", value="750", effect="NoSchedule"),
+        ],
+        [taint("dedicated", "user1", "NoSchedule"), taint(SLA, "950", "NoSchedule")],
+        False,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "tolerations", "taints", "gate", "tolerated"),
+    COMPARISON_FILTER_CASES,
+    ids=[c[0] for c in COMPARISON_FILTER_CASES],
+)
+def test_taint_toleration_filter_with_comparison_operators(
+    name: str, tolerations: list[dict[str, Any]], taints: list[model.Taint], gate: bool, tolerated: bool
+) -> None:
+    plugin = TaintToleration(handle=_handle(TaintTolerationComparisonOperators=gate))
+    st = filter_statuses(
+        plugin, make_pod(spec={"tolerations": tolerations}), table([make_node("nodeA", taints=taints)])
+    )
+    got = st["nodeA"]
+    assert got.ok is tolerated
+    if not tolerated:
+        assert (got.code, got.reasons) == (UU, (UNTOLERATED,))
+
+
+@pytest.mark.parametrize(
+    ("toleration", "node_taints", "want"),
+    [
+        (
+            # "Numeric Gt operator: pod with Gt toleration prefers nodes with matching SLA taint"
+            tol(key=SLA, operator="Gt", value="950", effect="PreferNoSchedule"),
+            {"nodeA": [taint(SLA, "800", "PreferNoSchedule")], "nodeB": [taint(SLA, "999", "PreferNoSchedule")]},
+            {"nodeA": 0, "nodeB": 100},
+        ),
+        (
+            # "Numeric Lt operator: pod with Lt toleration prefers nodes with matching SLA taint"
+            tol(key=SLA, operator="Lt", value="800", effect="PreferNoSchedule"),
+            {"nodeA": [taint(SLA, "950", "PreferNoSchedule")], "nodeB": [taint(SLA, "700", "PreferNoSchedule")]},
+            {"nodeA": 0, "nodeB": 100},
+        ),
+    ],
+    ids=["Gt", "Lt"],
+)
+def test_taint_toleration_score_with_comparison_operators(
+    toleration: dict[str, Any], node_taints: dict[str, list[model.Taint]], want: dict[str, int]
+) -> None:
+    # taint_toleration_test.go (v1.37.2) TestTaintTolerationScore, the numeric cases.
+    t = table([make_node(n, taints=ts) for n, ts in node_taints.items()])
+    pod = make_pod(spec={"tolerations": [toleration]})
+    assert scores(TaintToleration(handle=COMPARISON_OPS), pod, t) == want
+    # Off (the default in every release): neither node's taint is tolerated, one each.
+    assert scores(TaintToleration(), pod, t) == {n: 0 for n in node_taints}
+
+
+def test_node_unschedulable_reads_the_gate_but_the_taint_has_no_number() -> None:
+    # node_unschedulable.go passes the gate to TolerationsTolerateTaint; the
+    # unschedulable taint's value is empty, never a decimal integer.
+    pod = make_pod(spec={"tolerations": [tol(key="node.kubernetes.io/unschedulable", operator="Gt", value="0")]})
+    t = table([make_node("n", unschedulable=True)])
+    assert not filter_statuses(NodeUnschedulable(handle=COMPARISON_OPS), pod, t)["n"].ok
+
+
+@pytest.mark.parametrize(
+    ("version", "node_name", "want"),
+    [
+        # node_name_test.go (v1.37.2) TestNodeName_PreFilter
+        (features.KubeVersion(1, 37), "foo", frozenset({"foo"})),
+        (features.KubeVersion(1, 37), "", None),
+        # v1.35.4 / v1.36.3 have no PreFilter: every node is filtered.
+        (features.KubeVersion(1, 36), "foo", None),
+        (features.KubeVersion(1, 35), "foo", None),
+    ],
+    ids=["1.37 assigned pod", "1.37 unassigned pod", "1.36", "1.35"],
+)
+def test_node_name_pre_filter_narrows_to_the_named_node_from_1_37(
+    version: features.KubeVersion, node_name: str, want: frozenset[str] | None
+) -> None:
+    pod = PodInfo.of(make_pod(spec={"nodeName": node_name} if node_name else {}))
+    res = NodeName(handle=_handle(version)).pre_filter(fw.CycleState(), pod, table([make_node("foo")]))
+    assert res.status.ok
+    assert res.node_names == want
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        (
+            features.KubeVersion(1, 37),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeName].",
+        ),
+        (
+            features.KubeVersion(1, 36),
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match the requested node name.",
+        ),
+    ],
+    ids=str,
+)
+def test_a_pod_naming_a_full_node_is_told_why_per_release(version: features.KubeVersion, want: str) -> None:
+    # The other nodes are not filtered in 1.37 (schedule_one.go: the PreFilter
+    # result's absent nodes get "node(s) didn't satisfy plugin(s) [...]").
+    cfg = config.parse({"kubernetesVersion": str(version)})
+    cluster = Cluster([make_node(n, cpu="1", pods=110) for n in ("a", "b", "c")], config=cfg)
+    pod = make_pod("p", requests={"cpu": "2"}, spec={"nodeName": "a"})
+    assert cluster.explain(pod).summary == want

@@ -1,13 +1,18 @@
-"""NodeVolumeLimits, ported in part from kube-scheduler v1.34.4's
+"""NodeVolumeLimits, ported in part from kube-scheduler v1.37.2's
 pkg/scheduler/framework/plugins/nodevolumelimits/csi_test.go (TestCSILimits:
 the cases without VolumeAttachments, Azure Disk, Cinder or Portworx, which
-Berth does not model). Not ported: the queueing-hint tests."""
+Berth does not model; TestVolumeLimitScalingGate, and v1.35.4's for 1.35).
+Not ported: the queueing-hint tests and TestCSILimits_DeferredResizeSkipped
+(the alpha InPlacePodVerticalScalingSchedulerPreemption is not ported)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import msgspec
 import pytest
 
+from berth import features
 from berth.cluster import model, storage
 from berth.framework import interface as fw
 from berth.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, NodeVolumeLimits
@@ -133,3 +138,98 @@ def test_a_csinode_driver_without_topology_keys_decodes_as_the_api_server_sends_
     raw = b'{"metadata":{"name":"n1"},"spec":{"drivers":[{"name":"d","nodeID":"n1","topologyKeys":null}]}}'
     node = msgspec.json.decode(raw, type=storage.CSINode)
     assert node.spec.drivers[0].topology_keys is None
+
+
+def _csi_driver(name: str, *, prevent: bool | None) -> storage.CSIDriver:
+    return storage.CSIDriver(
+        metadata=model.ObjectMeta(name=name),
+        spec=storage.CSIDriverSpec(prevent_pod_scheduling_if_missing=prevent),
+    )
+
+
+V1_37 = features.KubeVersion(1, 37)
+NOT_INSTALLED = fw.Status(
+    fw.Code.UNSCHEDULABLE, (f"{EBS} CSI driver is not installed on the node",), "NodeVolumeLimits"
+)
+
+# TestVolumeLimitScalingGate (v1.37.2): (case, VolumeLimitScaling, CSINode drivers
+# with their limit (None: a CSINode without the driver), CSIDriver object
+# (None: none; else its preventPodSchedulingIfMissing), want).
+GATE_CASES = [
+    (
+        "gate enabled - allow scheduling when CSIDriver exists but PreventPodSchedulingIfMissing is not set",
+        True,
+        None,
+        False,
+        OK,
+    ),
+    (
+        "gate enabled - fail when driver not installed and PreventPodSchedulingIfMissing is true",
+        True,
+        None,
+        True,
+        NOT_INSTALLED,
+    ),
+    ("gate disabled - skip driver presence check (regardless of CSIDriver presence)", False, None, True, OK),
+    ("gate enabled - driver installed within limit", True, {EBS: 2}, True, OK),
+    ("gate enabled - allow scheduling when CSIDriver object missing", True, None, None, OK),
+]
+
+
+def _filter_ebs_claim(version: features.KubeVersion, gates: dict[str, bool], *objects: object) -> fw.Status:
+    """A new pod with one EBS claim against node n1, the release's gates with ``gates`` on top."""
+    cluster = Cluster([make_node("n1")])
+    feed(cluster, *STORAGE, *objects)
+    handle = dataclasses.replace(cluster.handle(), features=features.Features.of(version, gates))
+    [st] = run_filter(NodeVolumeLimits(None, handle), claims("new", "csi-ebs.csi.aws.com-0"), cluster.snapshot)
+    return st
+
+
+@pytest.mark.parametrize(
+    ("gate", "limits", "prevent", "want"), [c[1:] for c in GATE_CASES], ids=[c[0] for c in GATE_CASES]
+)
+def test_volume_limit_scaling_gate(
+    gate: bool, limits: dict[str, int | None] | None, prevent: bool | None, want: fw.Status
+) -> None:
+    driver = [] if prevent is None else [_csi_driver(EBS, prevent=prevent)]
+    got = _filter_ebs_claim(V1_37, {"VolumeLimitScaling": gate}, csi_node("n1", limits or {}), *driver)
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        # v1.35.4 TestVolumeLimitScalingGate "gate enabled - fail when driver not
+        # installed and CSIDriver exists": no opt-in field yet, any CSIDriver counts.
+        (features.KubeVersion(1, 35), NOT_INSTALLED),
+        (features.KubeVersion(1, 36), OK),
+        (V1_37, OK),
+    ],
+)
+def test_before_1_36_any_csidriver_object_requires_its_driver_on_the_node(
+    version: features.KubeVersion, want: fw.Status
+) -> None:
+    got = _filter_ebs_claim(version, {"VolumeLimitScaling": True}, csi_node("n1", {}), _csi_driver(EBS, prevent=None))
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [(features.KubeVersion(1, 35), OK), (features.KubeVersion(1, 36), OK), (V1_37, NOT_INSTALLED)],
+)
+def test_a_node_without_a_csinode_lacks_an_opted_in_driver_where_the_gate_is_on_by_default(
+    version: features.KubeVersion, want: fw.Status
+) -> None:
+    """VolumeLimitScaling is beta and on from 1.37, alpha and off before."""
+    assert _filter_ebs_claim(version, {}, _csi_driver(EBS, prevent=True)) == want
+
+
+def test_prevent_pod_scheduling_if_missing_arrives_from_the_api_server() -> None:
+    """The informer decodes CSIDrivers with msgspec into the model: the new field must be there."""
+    raw = b'{"metadata":{"name":"ebs.csi.aws.com"},"spec":{"attachRequired":true,"preventPodSchedulingIfMissing":true}}'
+    driver = msgspec.json.decode(raw, type=storage.CSIDriver)
+    assert driver.spec.prevent_pod_scheduling_if_missing is True
+    assert (
+        msgspec.json.decode(b'{"metadata":{"name":"d"},"spec":{}}', type=storage.CSIDriver).spec
+        == storage.CSIDriverSpec()
+    )

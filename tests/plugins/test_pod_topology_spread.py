@@ -3,11 +3,14 @@ podtopologyspread/filtering_test.go and scoring_test.go."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from berth import features
 from berth.cache.infos import PodInfo
+from berth.cluster import model
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.podtopologyspread import PodTopologySpread
@@ -222,3 +225,30 @@ def test_score_ignores_nodes_without_the_key() -> None:
     snap, handle = cluster([node("node-a", "zone1"), node("node-n", None)], [existing("p-a1", "node-a")])
     got = scores(PodTopologySpread(None, handle), incoming(spread("zone", when="ScheduleAnyway")), snap)
     assert got == {"node-a": 100, "node-n": 0}
+
+
+@pytest.mark.parametrize(("gate", "want_x"), [(False, None), (True, SKEW)], ids=["gate off", "gate on"])
+def test_node_taints_policy_honor_matches_lt_gt_tolerations_with_the_gate(gate: bool, want_x: str | None) -> None:
+    # common.go matchNodeInclusionPolicies (v1.37.2): FindMatchingUntoleratedTaint
+    # with TaintTolerationComparisonOperators. zone2's nodes carry sla=950; the
+    # pod tolerates it only through `Gt 750`. Off: zone2 is not a domain, so
+    # zone1 (2 pods) is the only one and the minimum — every zone1 node fits
+    # (zone2's nodes are then refused by TaintToleration, not this plugin).
+    # On: zone2 counts with 0 pods, and zone1's nodes break maxSkew 1.
+    sla = [model.Taint(key="sla", value="950", effect="NoSchedule")]
+    nodes = [
+        node("node-a", "zone1"),
+        node("node-b", "zone1"),
+        node("node-x", "zone2", taints=sla),
+        node("node-y", "zone2", taints=sla),
+    ]
+    pods = [existing("p-a1", "node-a"), existing("p-b1", "node-b")]
+    snap, handle = cluster(nodes, pods)
+    feats = features.Features.of(features.NEWEST, {"TaintTolerationComparisonOperators": gate})
+    plugin = PodTopologySpread(None, dataclasses.replace(handle, features=feats))
+    pod = incoming(
+        spread("zone", nodeTaintsPolicy="Honor"),
+        tolerations=[{"key": "sla", "operator": "Gt", "value": "750", "effect": "NoSchedule"}],
+    )
+    got = {n: (st.reasons[0] if st.reasons else None) for n, st in filter_statuses(plugin, pod, snap).items()}
+    assert got == {"node-a": want_x, "node-b": want_x, "node-x": None, "node-y": None}

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
@@ -35,7 +37,12 @@ from berth.plugins.noderesources import (
     ScoringStrategy,
     strategies,
 )
-from berth.plugins.noderesources.balanced_allocation import balanced_resource_columns, balanced_resource_scorer
+from berth.plugins.noderesources.balanced_allocation import (
+    balanced_resource_columns,
+    balanced_resource_columns_v1_35,
+    balanced_resource_scorer,
+    balanced_resource_scorer_v1_35,
+)
 from berth.plugins.taint_toleration import TaintToleration
 from berth.testing import Cluster, make_node, make_pod
 
@@ -51,52 +58,68 @@ INT64_MAX = int(np.iinfo(np.int64).max)
     data=st.integers(min_value=1, max_value=30).flatmap(
         lambda n: st.integers(min_value=1, max_value=2).flatmap(
             lambda r: st.tuples(
-                hnp.arrays(np.int64, (n, r), elements=st.integers(min_value=0, max_value=SAFE)),
+                hnp.arrays(np.int64, (n, r), elements=st.integers(min_value=0, max_value=SAFE // 2)),
+                hnp.arrays(np.int64, (n, r), elements=st.integers(min_value=0, max_value=SAFE // 2)),
                 hnp.arrays(np.int64, (n, r), elements=st.integers(min_value=1, max_value=SAFE)),
                 st.lists(st.integers(min_value=1, max_value=100), min_size=r, max_size=r),
             )
         )
     )
 )
-def test_column_scorers_equal_the_general_scorers(data: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
-    req, alloc, weights = data
+def test_column_scorers_equal_the_general_scorers(data: tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]) -> None:
+    allocated, pod, alloc, weights = data
+    req = allocated + pod
     req_cols = [np.ascontiguousarray(req[:, j]) for j in range(req.shape[1])]
+    allocated_cols = [np.ascontiguousarray(allocated[:, j]) for j in range(allocated.shape[1])]
     alloc_cols = [np.ascontiguousarray(alloc[:, j]) for j in range(alloc.shape[1])]
     w = np.asarray(weights, dtype=np.int64)
-    least = strategies.least_allocated_columns(req_cols, alloc_cols, weights)
-    assert least.tolist() == strategies._least_allocated(req, alloc, w).tolist()
-    balanced = balanced_resource_columns(req_cols, alloc_cols, weights)
-    assert balanced.tolist() == balanced_resource_scorer(req, alloc, w).tolist()
+    least = strategies.least_allocated_columns(req_cols, allocated_cols, alloc_cols, weights)
+    assert least.tolist() == strategies._least_allocated(req, allocated, alloc, w).tolist()
+    for columns, general in (
+        (balanced_resource_columns, balanced_resource_scorer),
+        (balanced_resource_columns_v1_35, balanced_resource_scorer_v1_35),
+    ):
+        balanced = columns(req_cols, allocated_cols, alloc_cols, weights)
+        assert balanced.tolist() == general(req, allocated, alloc, w).tolist(), columns.__name__
 
 
 @pytest.mark.parametrize(
-    ("req", "alloc", "least", "balanced"),
+    ("req", "allocated", "alloc", "least", "balanced", "balanced_v1_35"),
     [
-        ([[0, 0]], [[4000, 8 << 30]], [100], [100]),
-        ([[2000, 4 << 30]], [[4000, 8 << 30]], [50], [100]),
-        ([[8000, 16 << 30]], [[4000, 8 << 30]], [0], [100]),  # over capacity
-        ([[4001, 0]], [[4000, 8 << 30]], [50], [50]),  # one over by 1: 0 on cpu, not -1
-        ([[1000, 6 << 30]], [[4000, 8 << 30]], [50], [75]),
+        ([[0, 0]], [[0, 0]], [[4000, 8 << 30]], [100], [75], [100]),
+        ([[2000, 4 << 30]], [[0, 0]], [[4000, 8 << 30]], [50], [75], [100]),
+        ([[8000, 16 << 30]], [[0, 0]], [[4000, 8 << 30]], [0], [75], [100]),  # over capacity
+        ([[4001, 0]], [[0, 0]], [[4000, 8 << 30]], [50], [50], [50]),  # one over by 1: 0 on cpu, not -1
+        ([[1000, 6 << 30]], [[0, 0]], [[4000, 8 << 30]], [50], [62], [75]),
+        ([[2000, 4 << 30]], [[2000, 0]], [[4000, 8 << 30]], [50], [87], [100]),  # the pod evens the node out
     ],
-    ids=["empty", "half", "over", "just-over", "uneven"],
+    ids=["empty", "half", "over", "just-over", "uneven", "evened"],
 )
 def test_column_scorers_by_hand(
-    req: list[list[int]], alloc: list[list[int]], least: list[int], balanced: list[int]
+    req: list[list[int]],
+    allocated: list[list[int]],
+    alloc: list[list[int]],
+    least: list[int],
+    balanced: list[int],
+    balanced_v1_35: list[int],
 ) -> None:
-    r, a = np.asarray(req, dtype=np.int64), np.asarray(alloc, dtype=np.int64)
-    cols_r, cols_a = [r[:, 0].copy(), r[:, 1].copy()], [a[:, 0].copy(), a[:, 1].copy()]
-    assert strategies.least_allocated_columns(cols_r, cols_a, (1, 1)).tolist() == least
-    assert balanced_resource_columns(cols_r, cols_a, (1, 1)).tolist() == balanced
+    r, d, a = (np.asarray(x, dtype=np.int64) for x in (req, allocated, alloc))
+    cols_r, cols_d, cols_a = ([x[:, 0].copy(), x[:, 1].copy()] for x in (r, d, a))
+    assert strategies.least_allocated_columns(cols_r, cols_d, cols_a, (1, 1)).tolist() == least
+    assert balanced_resource_columns(cols_r, cols_d, cols_a, (1, 1)).tolist() == balanced
+    assert balanced_resource_columns_v1_35(cols_r, cols_d, cols_a, (1, 1)).tolist() == balanced_v1_35
 
 
 def test_the_column_scorers_leave_their_inputs_alone() -> None:
     # The scorers' inputs can be columns another scorer shares (the memo).
     req = [np.asarray([1, 2, 9], dtype=np.int64), np.asarray([3, 0, 4], dtype=np.int64)]
+    allocated = [np.asarray([0, 2, 5], dtype=np.int64), np.asarray([1, 0, 4], dtype=np.int64)]
     alloc = [np.asarray([4, 4, 4], dtype=np.int64), np.asarray([8, 8, 8], dtype=np.int64)]
-    before = [c.copy() for c in (*req, *alloc)]
-    strategies.least_allocated_columns(req, alloc, (2, 3))
-    balanced_resource_columns(req, alloc, (1, 1))
-    assert all((c == b).all() for c, b in zip((*req, *alloc), before, strict=True))
+    before = [c.copy() for c in (*req, *allocated, *alloc)]
+    strategies.least_allocated_columns(req, allocated, alloc, (2, 3))
+    balanced_resource_columns(req, allocated, alloc, (1, 1))
+    balanced_resource_columns_v1_35(req, allocated, alloc, (1, 1))
+    assert all((c == b).all() for c, b in zip((*req, *allocated, *alloc), before, strict=True))
 
 
 # -------------------------------------------------------------- the scorer on a table
@@ -122,6 +145,7 @@ def _fit(weights: tuple[int, int]) -> NodeResourcesFit:
 
 
 _CLUSTER = Cluster([make_node(f"n{i}", cpu="4", memory="8Gi") for i in range(ROWS)])
+_HANDLE_V1_35 = dataclasses.replace(_CLUSTER.handle(), features=features.Features.of(features.KubeVersion(1, 35)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -148,9 +172,17 @@ def test_scorer_equals_the_general_path_on_any_table(
         table[at, cpu], table[at, memory] = values[:, 0], values[:, 1]
     picked = at[np.asarray(rows, dtype=np.int64)]
     memo: dict[Any, Any] = {}  # shared by every scorer, as one run_score call shares it
-    for scorer in (_fit((1, 1)).scorer, _fit(weights).scorer, NodeResourcesBalancedAllocation().scorer):
-        general_alloc, general_req = scorer.allocatable_requested(nodes, picked, pod)
-        general = np.asarray(scorer.scorer(general_req, general_alloc, scorer.weights), dtype=np.int64)
+    scorers = (
+        _fit((1, 1)).scorer,
+        _fit(weights).scorer,
+        NodeResourcesBalancedAllocation(handle=_HANDLE_V1_35).scorer,
+        NodeResourcesBalancedAllocation().scorer,
+    )
+    for scorer in scorers:
+        general_req, general_allocated, general_alloc = scorer.node_allocatable_request(nodes, picked, pod)
+        general = np.asarray(
+            scorer.scorer(general_req, general_allocated, general_alloc, scorer.weights), dtype=np.int64
+        )
         assert scorer.score(nodes, picked, pod, memo).tolist() == general.tolist()
         assert scorer.score(nodes, picked, pod).tolist() == general.tolist()
 

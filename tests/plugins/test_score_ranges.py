@@ -41,7 +41,7 @@ from berth.plugins.noderesources import (
     UtilizationShapePoint,
     strategies,
 )
-from berth.plugins.noderesources.balanced_allocation import balanced_resource_scorer
+from berth.plugins.noderesources.balanced_allocation import balanced_resource_scorer, balanced_resource_scorer_v1_35
 from berth.plugins.podtopologyspread import PodTopologySpread
 from berth.plugins.taint_toleration import TaintToleration
 from berth.testing import Cluster, make_node, make_pod, scores
@@ -110,11 +110,12 @@ def test_resource_scores_stay_in_range_for_absurd_requests(plugin: str, pod: str
         # requested (max + max) > capacity on every resource of "full":
         # leastRequestedScore 0, mostRequestedScore capped at 100,
         # RequestedToCapacityRatio at maxUtilization (shape score 0 -> not counted -> 0),
-        # BalancedAllocation: every fraction capped at 1 -> std 0 -> 100.
+        # BalancedAllocation: every fraction capped at 1 -> std 0 -> 100, as
+        # before the pod: no change in balance, 50 + (50 + 100 - 100) / 2 (1.36+).
         ("LeastAllocated", 0),
         ("MostAllocated", 100),
         ("RequestedToCapacityRatio", 0),
-        ("BalancedAllocation", 100),
+        ("BalancedAllocation", 75),
     ],
 )
 def test_requests_beyond_int64_on_a_node_clamp_as_upstream(plugin: str, want: int) -> None:
@@ -126,10 +127,11 @@ def test_requests_beyond_int64_on_a_node_clamp_as_upstream(plugin: str, want: in
     ("plugin", "want"),
     [
         # "huge" is empty; the pod asks for all of it: utilization exactly 100 %.
+        # BalancedAllocation: balanced before (all 0) and after (all 1): 75 (1.36+).
         ("LeastAllocated", 0),
         ("MostAllocated", 100),
         ("RequestedToCapacityRatio", 0),
-        ("BalancedAllocation", 100),
+        ("BalancedAllocation", 75),
     ],
 )
 def test_the_int64_maximum_on_an_empty_node_scores_full_utilization(plugin: str, want: int) -> None:
@@ -171,9 +173,17 @@ def test_exact_arithmetic_agrees_with_int64_where_int64_suffices(
             UtilizationShapePoint(utilization=100, score=10),
         ]
     )
-    for scorer in (strategies._least_allocated, strategies._most_allocated, shaped, balanced_resource_scorer):
-        fast = np.asarray(scorer(r, a, w), dtype=np.int64)
-        exact = np.asarray(scorer(r.astype(object), a.astype(object), w), dtype=np.int64)
+    # A node's allocated amount: up to what the pod's request is added to.
+    d = r // 2
+    for scorer in (
+        strategies._least_allocated,
+        strategies._most_allocated,
+        shaped,
+        balanced_resource_scorer,
+        balanced_resource_scorer_v1_35,
+    ):
+        fast = np.asarray(scorer(r, d, a, w), dtype=np.int64)
+        exact = np.asarray(scorer(r.astype(object), d.astype(object), a.astype(object), w), dtype=np.int64)
         assert fast.tolist() == exact.tolist()
         assert ((fast >= 0) & (fast <= 100)).all()
 

@@ -1,8 +1,10 @@
-"""VolumeRestrictions, ported from kube-scheduler v1.34.4's
+"""VolumeRestrictions, ported from kube-scheduler v1.37.2's
 pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions_test.go
 (TestGCEDiskConflicts, TestAWSDiskConflicts, TestRBDDiskConflicts,
-TestISCSIDiskConflicts, TestAccessModeConflicts). Not ported: the
-queueing-hint tests (Berth has no queueing hints)."""
+TestISCSIDiskConflicts, TestAccessModeConflicts; their tables are v1.34.4's).
+Not ported: the queueing-hint tests (Berth has no queueing hints) and
+TestVolumeRestrictions_DeferredResizeSkipped (the alpha
+InPlacePodVerticalScalingSchedulerPreemption is not ported)."""
 
 from __future__ import annotations
 
@@ -124,3 +126,9 @@ def test_preemption_sees_the_claims_user_removed() -> None:
     assert plugin.filter(state, incoming, snap, snap.alive_rows()).ok.all()
     plugin.add_pod(state, incoming, PodInfo.of(user), info)
     assert not plugin.filter(state, incoming, snap, snap.alive_rows()).ok.any()
+
+
+def test_registered_events_take_only_new_nodes() -> None:
+    """volume_restrictions.go v1.37.2 EventsToRegister: of nodes, only Add."""
+    nodes = [e for e in VolumeRestrictions().events_to_register() if e.resource == "Node"]
+    assert nodes == [fw.ClusterEvent("Node", fw.ActionType.ADD)]

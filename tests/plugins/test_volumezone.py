@@ -1,7 +1,9 @@
-"""VolumeZone, ported from kube-scheduler v1.34.4's
+"""VolumeZone, ported from kube-scheduler v1.37.2's
 pkg/scheduler/framework/plugins/volumezone/volume_zone_test.go (TestSingleZone
-and TestWithBinding's error cases). Not ported: the queueing-hint tests
-(Berth has no queueing hints)."""
+and TestWithBinding's error cases; their tables are v1.34.4's). Not ported:
+the queueing-hint tests (Berth has no queueing hints) and
+TestVolumeZone_DeferredResizeSkipped (the alpha
+InPlacePodVerticalScalingSchedulerPreemption is not ported)."""
 
 from __future__ import annotations
 
@@ -129,3 +131,9 @@ def test_zones_of_many_nodes_are_judged_at_once() -> None:
     feed(cluster, pv("v", labels={ZONE: "z1__z2"}), pvc("c", None, bound_to="v"))
     statuses = run_filter(VolumeZone(None, cluster.handle()), pod("c"), cluster.snapshot)
     assert [st.ok for st in statuses] == [i % 3 != 0 for i in range(9)]
+
+
+def test_registered_events_leave_out_node_taint_updates() -> None:
+    """volume_zone.go v1.37.2 EventsToRegister: a node added or relabelled."""
+    nodes = [e for e in VolumeZone().events_to_register() if e.resource == "Node"]
+    assert nodes == [fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL)]

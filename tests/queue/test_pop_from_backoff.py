@@ -290,3 +290,18 @@ async def test_a_waiting_pop_wakes_for_a_pod_it_may_pop_from_backoff(error: bool
     if not wakes:
         waiter.cancel()
         q.close()
+
+
+@pytest.mark.timeout(10)
+async def test_a_waiting_pop_is_cancelled_even_when_woken_at_the_same_moment() -> None:
+    # asyncio.wait_for on Python 3.11 swallows a cancellation that arrives as
+    # the awaited event fires (cpython gh-86296): the scheduling loop then
+    # never stopped (a gang's backoff ending as a test tore its Berth down;
+    # SIGTERM under load). The wakeup here finds no pod, so pop waits again.
+    q = make_queue(Clock())
+    task = asyncio.create_task(q.pop())
+    await asyncio.sleep(0)
+    q._wakeup.set()  # what any queue change does
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -181,15 +181,20 @@ def test_an_event_during_the_attempt_sends_the_pod_to_backoff_not_the_unschedula
     assert q.phase(qpi.info.uid) == "Backoff"
 
 
-def test_the_unschedulable_pool_is_flushed_after_its_maximum_stay() -> None:
+def test_the_unschedulable_pool_is_flushed_after_its_maximum_stay_at_the_next_30s_pass() -> None:
+    """flushUnschedulableEntitiesLeftover runs every 30 s and moves a pod
+    parked for more than podMaxInUnschedulablePodsDuration (``>``)."""
     clock = Clock()
     q = make_queue(clock)
     q.add(pod("p"), "berth")
     qpi = fail(q, "p")
-    clock.now += 299.9
-    assert q.pop_nowait() is None
-    clock.now += 0.1
+    clock.now = 300.0
+    assert q.pop_nowait() is None  # a pass, but not more than 300 s yet
+    clock.now = 300.5
+    assert q.pop_nowait() is None  # more, but the next pass is at 330 s
+    clock.now = 330.0
     assert q.pop_nowait() is qpi
+    assert qpi.was_flushed_from_unschedulable
 
 
 def test_a_gated_pod_is_released_by_an_update_or_by_its_gates_event() -> None:

@@ -4,8 +4,9 @@ straight into the node table's rows, reusing the rows of unchanged nodes.
 kube-scheduler sends its informer's Node objects, as the API server wrote
 them: conditions, addresses, nodeInfo, images, managedFields — about 6 KB a
 node, 30 MB for 5000. Of that the plugins read a node's name, labels,
-``spec.unschedulable``, ``spec.taints`` and allocatable (capacity where
-allocatable is unset), and Prioritize's ImageLocality its images. So:
+``spec.unschedulable``, ``spec.taints``, allocatable (capacity where
+allocatable is unset) and ``status.declaredFeatures`` (NodeDeclaredFeatures),
+and Prioritize's ImageLocality its images. So:
 
 - each item is decoded by msgspec into Structs that declare only those
   fields (``_Node``; ``_NodeImages`` when the profile scores images): msgspec
@@ -74,11 +75,13 @@ class _Meta(msgspec.Struct, gc=False, rename="camel"):
 class _Status(msgspec.Struct, gc=False):
     capacity: model.ResourceList = {}
     allocatable: model.ResourceList = {}
+    declared_features: list[str] = msgspec.field(default_factory=list, name="declaredFeatures")
 
 
 class _StatusImages(msgspec.Struct, gc=False):
     capacity: model.ResourceList = {}
     allocatable: model.ResourceList = {}
+    declared_features: list[str] = msgspec.field(default_factory=list, name="declaredFeatures")
     images: list[model.ContainerImage] = []
 
 
@@ -222,10 +225,15 @@ class NodeListReader:
             for j, image in enumerate(status.images):
                 bounds.check_int64(image.size_bytes, f"Nodes.items[{i}].status.images[{j}].sizeBytes")
             node_status = model.NodeStatus(
-                capacity=status.capacity, allocatable=status.allocatable, images=status.images
+                capacity=status.capacity,
+                allocatable=status.allocatable,
+                images=status.images,
+                declared_features=status.declared_features,
             )
         else:
-            node_status = model.NodeStatus(capacity=status.capacity, allocatable=status.allocatable)
+            node_status = model.NodeStatus(
+                capacity=status.capacity, allocatable=status.allocatable, declared_features=status.declared_features
+            )
         node = model.Node(
             metadata=model.ObjectMeta(name=meta.name, resource_version=meta.resource_version, labels=meta.labels),
             spec=n.spec,

@@ -69,7 +69,9 @@ class _Lock(LeaseLock):
         el = self._elector
         while True:
             try:
-                found = await asyncio.wait_for(super().get(name, namespace), el.request_timeout)
+                # asyncio.timeout, not wait_for: see update().
+                async with asyncio.timeout(el.request_timeout):
+                    found = await super().get(name, namespace)
             except _TRANSPORT_ERRORS as e:
                 if el.leading:
                     # The leader must see the failure now: it has renewDeadline to renew.
@@ -82,14 +84,19 @@ class _Lock(LeaseLock):
 
     async def create(self, name: str, namespace: str, election_record: Any) -> bool:
         try:
-            return bool(await asyncio.wait_for(super().create(name, namespace, election_record), self._timeout))
+            async with asyncio.timeout(self._timeout):
+                return bool(await super().create(name, namespace, election_record))
         except _TRANSPORT_ERRORS as e:
             log.warning("leader election: creating Lease %s/%s failed: %s", namespace, name, describe(e))
             return False
 
     async def update(self, name: str, namespace: str, updated_record: Any) -> bool:
         try:
-            return bool(await asyncio.wait_for(super().update(name, namespace, updated_record), self._timeout))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+            # cancellation that arrives as the call completes (cpython
+            # gh-86296), and a leader told to stop would renew on.
+            async with asyncio.timeout(self._timeout):
+                return bool(await super().update(name, namespace, updated_record))
         except _TRANSPORT_ERRORS as e:
             log.warning("leader election: updating Lease %s/%s failed: %s", namespace, name, describe(e))
             return False

@@ -112,6 +112,13 @@ class KubernetesSource:
         else:
             await self.writes.evict(PodRef.of(pod), reason, self.scheduler_name)
 
+    async def report_preempted(self, pod: model.Pod, message: str) -> None:
+        remote = self._remote()
+        if remote is not None:
+            await remote.report_preempted(PodRef.of(pod), message)
+        else:
+            self.writes.report_preempted(PodRef.of(pod), message)
+
     async def nominate(self, pod: model.Pod, node: str) -> None:
         remote = self._remote()
         if remote is not None:

@@ -51,7 +51,7 @@ import msgspec
 
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
 from berth.adapters.kubernetes.writes import REQUEST_TIMEOUT_SECONDS, PodRef, PodWrites
-from berth.cluster.sources import BindConflict, BindError
+from berth.cluster.sources import BindConflict, BindError, BindRetriable
 
 __all__ = ["Recipe", "WriterProcess", "serve"]
 
@@ -113,8 +113,13 @@ class Nominate(msgspec.Struct, array_like=True, tag=6):
     node: str
 
 
+class Preempted(msgspec.Struct, array_like=True, tag=7):
+    pod: PodRef
+    message: str
+
+
 #: Outcomes of a Bind.
-OK, CONFLICT, ERROR = 0, 1, 2
+OK, CONFLICT, ERROR, RETRIABLE = 0, 1, 2, 3
 
 
 class Done(msgspec.Struct, array_like=True, tag=4):
@@ -123,7 +128,7 @@ class Done(msgspec.Struct, array_like=True, tag=4):
     message: str = ""
 
 
-Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Done
+Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Preempted | Done
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[Message])
@@ -205,6 +210,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
             framer.send(Done(msg.id, OK))
         except BindConflict as e:
             framer.send(Done(msg.id, CONFLICT, str(e)))
+        except BindRetriable as e:
+            framer.send(Done(msg.id, RETRIABLE, str(e)))
         except Exception as e:
             framer.send(Done(msg.id, ERROR, str(e) or type(e).__name__))
 
@@ -227,6 +234,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
                     spawn(_logged(writes.evict(msg.pod, msg.reason, msg.scheduler_name), f"evicting {msg.pod.key}"))
                 elif isinstance(msg, Nominate):
                     spawn(writes.nominate(msg.pod, msg.node))
+                elif isinstance(msg, Preempted):
+                    writes.report_preempted(msg.pod, msg.message)
                 else:
                     log.error("writer: unexpected message %r ignored", msg)
     while tasks:
@@ -435,6 +444,8 @@ class WriterProcess:
             return
         if done.outcome == CONFLICT:
             raise BindConflict(done.message)
+        if done.outcome == RETRIABLE:
+            raise BindRetriable(done.message)
         raise BindError(done.message)
 
     async def report_scheduled(self, pod: PodRef, node: str) -> None:
@@ -448,6 +459,9 @@ class WriterProcess:
 
     async def nominate(self, pod: PodRef, node: str) -> None:
         await self._send(Nominate(pod, node))
+
+    async def report_preempted(self, pod: PodRef, message: str) -> None:
+        await self._send(Preempted(pod, message))
 
     # ------------------------------------------------------------ answers
 

@@ -30,7 +30,7 @@ import msgspec
 from kubernetes_asyncio import client
 
 from berth.cluster import model
-from berth.cluster.sources import BindConflict, BindError
+from berth.cluster.sources import BindConflict, BindError, BindRetriable
 
 __all__ = ["REQUEST_TIMEOUT_SECONDS", "EventRecorder", "PodRef", "PodWrites"]
 
@@ -81,6 +81,18 @@ def _now_micro() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _connection_refused(e: BaseException) -> bool:
+    """``net.IsConnectionRefused``: ECONNREFUSED anywhere in the chain."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        if isinstance(seen, aiohttp.ClientConnectorError) and isinstance(seen.os_error, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class _BoundPod(msgspec.Struct):
@@ -363,7 +375,8 @@ class PodWrites:
     async def bind(self, pod: PodRef, node: str) -> None:
         """``POST pods/{name}/binding`` with the UID as precondition
         (``defaultbinder``); :class:`BindConflict` when the pod is bound
-        elsewhere or gone, :class:`BindError` otherwise."""
+        elsewhere or gone, :class:`BindRetriable` for what ``util.Retriable``
+        retries (500, 503, a refused connection), :class:`BindError` otherwise."""
         # A PodScheduled=False report of an earlier attempt still in flight
         # lands first: patched after the Binding, it would leave a bound pod
         # saying Unschedulable. kube-scheduler orders them the same way
@@ -391,10 +404,13 @@ class PodWrites:
         except BindError:
             raise
         except Exception as e:
+            if _connection_refused(e):
+                raise BindRetriable(f"binding {pod.key} to {node}: {e}") from e
             raise BindError(f"binding {pod.key} to {node}: {e}") from e
         if status == 404:
             raise BindConflict(f'pods "{pod.name}" not found')
-        raise BindError(f"binding {pod.key} to {node}: HTTP {status}: {text.decode(errors='replace')[:300]}")
+        failed = BindRetriable if status in (500, 503) else BindError
+        raise failed(f"binding {pod.key} to {node}: HTTP {status}: {text.decode(errors='replace')[:300]}")
 
     async def _current_node(self, pod: PodRef) -> str:
         status, data = await self._request("GET", _pod_path(pod.namespace, pod.name), None, _JSON)
@@ -421,6 +437,11 @@ class PodWrites:
         if not (200 <= status <= 299 or status in (404, 409)):
             raise RuntimeError(f"deleting victim {pod.key}: HTTP {status}: {text.decode(errors='replace')[:300]}")
         self.events.record(pod, "Normal", "Preempted", "Preempting", reason)
+
+    def report_preempted(self, pod: PodRef, message: str) -> None:
+        """A victim preempted in the scheduler's memory: the ``Preempted``
+        event alone, no condition and no deletion (``executor.go`` v1.37.2)."""
+        self.events.record(pod, "Normal", "Preempted", "Preempting", message)
 
     async def nominate(self, pod: PodRef, node: str) -> None:
         await self.patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")

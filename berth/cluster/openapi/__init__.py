@@ -1,8 +1,9 @@
 """The fields Kubernetes knows, for strict manifests: which keys each object
 of a supported kind may hold, and the shape of each value.
 
-``v1.37.json`` beside this file (Kubernetes 1.37, the newest release Berth follows) is generated once from a real kube-apiserver
-(``make openapi``, ``scripts/gen_openapi.py``) and committed; nothing here is
+``v1.37.json`` beside this file (Kubernetes 1.37, the newest release Berth
+follows) is generated once from a real kube-apiserver (``make openapi``,
+``scripts/gen_openapi.py``) and committed; nothing here is
 a hand-kept list. It maps each kind (``Pod``, ``PodList``, ...) to its type,
 and each type to its fields, whose *shape* is one of::
 

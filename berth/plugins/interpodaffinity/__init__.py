@@ -1,6 +1,6 @@
 """kube-scheduler's InterPodAffinity plugin: required and preferred pod (anti-)affinity.
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/interpodaffinity``
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/interpodaffinity``
 file by file: :mod:`~berth.plugins.interpodaffinity.plugin` (``plugin.go``: the
 class, its arguments, its events), :mod:`~berth.plugins.interpodaffinity.filtering`
 (``filtering.go``), :mod:`~berth.plugins.interpodaffinity.scoring`

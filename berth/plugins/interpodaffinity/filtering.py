@@ -1,6 +1,6 @@
 """InterPodAffinity's filtering: PreFilter, Filter and the PreFilterExtensions.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/interpodaffinity/filtering.go``. PreFilter
 counts per (topologyKey, value): existing pods' required anti-affinity terms
 the incoming pod matches; existing pods that match all of the incoming pod's
@@ -144,7 +144,9 @@ class Filtering(AffinityPods):
         return self._anti_index
 
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
-        terms = terms_of(pod).merged(self._namespaces(), required=True, preferred=False)
+        terms = terms_of(pod).merged(
+            self._namespaces(), required=True, preferred=False, keeps_selector=self.merge_keeps_selector
+        )
         ns_labels = self._ns_labels(pod)
         size = nodes.size
         per_row: dict[str, dict[str, IntArray]] = {"existing": {}, "affinity": {}, "anti": {}}

@@ -1,6 +1,6 @@
 """InterPodAffinity: required and preferred pod (anti-)affinity.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/interpodaffinity/plugin.go``: the plugin
 class (its filtering half from :mod:`~berth.plugins.interpodaffinity.filtering`,
 ``filtering.go``; its scoring half from
@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import msgspec
 
+from berth import features
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.interpodaffinity.filtering import (
@@ -51,6 +52,10 @@ class InterPodAffinity(Filtering, Scoring):
     def __init__(self, args: InterPodAffinityArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or InterPodAffinityArgs()
         self.handle = handle
+        version = handle.features.version if handle is not None else features.NEWEST
+        # plugin.go: mergeAffinityTermNamespacesIfNotEmpty takes the term by
+        # pointer from v1.37.0, by value in v1.35.4 and v1.36.3 (terms.py).
+        self.merge_keeps_selector = version < features.KubeVersion(1, 37)
         self._anti_index = None
         self._statuses = [
             fw.Status.unresolvable(ERR_REASON_AFFINITY, plugin=self.NAME),

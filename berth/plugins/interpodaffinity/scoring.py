@@ -1,6 +1,6 @@
 """InterPodAffinity's scoring: PreScore, Score and NormalizeScore.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/interpodaffinity/scoring.go``. PreScore
 sums per (topologyKey, value): +weight for each existing pod matching a
 preferred affinity term of the incoming pod, -weight for anti-affinity; and
@@ -64,7 +64,9 @@ class Scoring(AffinityPods):
         has_constraints = terms.has_preferred
         if self.args.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return fw.Status.skip()
-        terms = terms.merged(self._namespaces(), required=False, preferred=True)
+        terms = terms.merged(
+            self._namespaces(), required=False, preferred=True, keeps_selector=self.merge_keeps_selector
+        )
         ns_labels = self._ns_labels(pod)
         scores: dict[str, dict[str, int]] = {}
 

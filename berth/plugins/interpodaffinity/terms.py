@@ -1,6 +1,6 @@
 """Affinity terms, resolved against their pods, and the pods they are matched against.
 
-Mirrors kube-scheduler v1.34's ``framework.AffinityTerm`` and the terms
+Mirrors kube-scheduler v1.37.2's ``framework.AffinityTerm`` and the terms
 ``PodInfo`` parses (``pkg/scheduler/framework/types.go``): a term matches a
 pod when the pod's namespace is among the term's (``namespaces``; none and no
 ``namespaceSelector`` means the term owner's own) or the labels of the pod's
@@ -15,7 +15,12 @@ Namespace labels come from the namespace lister (the Handle's
   (``mergeAffinityTermNamespacesIfNotEmpty``): a non-empty
   ``namespaceSelector`` becomes the names of the namespaces it selects now,
   so existing pods are matched by namespace name alone (a namespace Berth
-  has not seen is not selected); an empty one selects every namespace;
+  has not seen is not selected); an empty one selects every namespace. Up to
+  1.36 the merge went to a copy of the term (``mergeAffinityTermNamespacesIfNotEmpty``
+  took an ``AffinityTerm`` by value until v1.37.0): the names reached the
+  term through its shared set but the selector stayed, and is matched with
+  nil labels — so a selector an empty label set satisfies (``NotIn``,
+  ``DoesNotExist``) selects every namespace there;
 - existing pods' terms are matched against the incoming pod with the labels
   of the incoming pod's namespace (``GetNamespaceLabelsSnapshot``: none for a
   namespace Berth has not seen, so only a selector that matches an empty
@@ -67,12 +72,17 @@ class Term:
         )
         return in_ns and labels.match_label_selector(self.selector, pod.labels)
 
-    def merged(self, namespaces: NamespaceLister | None) -> Term:
+    def merged(self, namespaces: NamespaceLister | None, *, keeps_selector: bool = False) -> Term:
         """mergeAffinityTermNamespacesIfNotEmpty: a non-empty namespaceSelector
         unrolled into the namespaces it selects now (then matched by name,
-        with :data:`NO_LABELS`); an empty one (every namespace) kept."""
+        with :data:`NO_LABELS`); an empty one (every namespace) kept. With
+        ``keeps_selector`` (1.35, 1.36: the merge by value, see the module
+        docstring) a selector that no labels satisfy is kept too: it selects
+        every namespace."""
         sel = self.namespace_selector
         if sel is None or (not sel.match_labels and not sel.match_expressions):
+            return self
+        if keeps_selector and labels.match_label_selector(sel, NO_LABELS):
             return self
         selected = frozenset(namespaces.selected(sel)) if namespaces is not None else frozenset()
         names = self.namespaces | selected
@@ -129,12 +139,14 @@ class Terms:
     def has_preferred(self) -> bool:
         return bool(self.preferred_affinity or self.preferred_anti_affinity)
 
-    def merged(self, namespaces: NamespaceLister | None, *, required: bool, preferred: bool) -> Terms:
+    def merged(
+        self, namespaces: NamespaceLister | None, *, required: bool, preferred: bool, keeps_selector: bool = False
+    ) -> Terms:
         """These terms with the ``required`` (PreFilter) or ``preferred``
         (PreScore) ones :meth:`Term.merged`, as upstream merges each extension point's own."""
 
         def each(ts: tuple[Term, ...], on: bool) -> tuple[Term, ...]:
-            return tuple(t.merged(namespaces) for t in ts) if on else ts
+            return tuple(t.merged(namespaces, keeps_selector=keeps_selector) for t in ts) if on else ts
 
         return Terms(
             each(self.required_affinity, required),
@@ -188,6 +200,8 @@ class AffinityPods:
     """The pods InterPodAffinity's terms are matched against (a base of its filtering and scoring halves)."""
 
     handle: Handle | None
+    #: :meth:`Term.merged`'s ``keeps_selector``: the release merges by value (before 1.37).
+    merge_keeps_selector: bool
 
     def _pods_with(self, nodes: NodeTable, which: str) -> Iterable[tuple[PodInfo, int]]:
         """Pods whose terms count in scoring / with required anti-affinity, through the index when it applies."""

@@ -1,6 +1,6 @@
 """kube-scheduler's noderesources plugins: NodeResourcesFit and NodeResourcesBalancedAllocation.
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/noderesources``
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/noderesources``
 file by file: :mod:`~berth.plugins.noderesources.args` (the plugins' args and
 ``validation_pluginargs.go``'s checks), :mod:`~berth.plugins.noderesources.strategies`
 (``resource_allocation.go``, ``least_allocated.go``, ``most_allocated.go``,

@@ -2,7 +2,7 @@
 
 ``NodeResourcesFitArgs`` (with ``ScoringStrategy``, ``ResourceSpec``,
 ``RequestedToCapacityRatioParam``, ``UtilizationShapePoint``) and
-``NodeResourcesBalancedAllocationArgs``, as kube-scheduler v1.34's
+``NodeResourcesBalancedAllocationArgs``, as kube-scheduler v1.37.2's
 ``apis/config/types_pluginargs.go``, defaulted as ``apis/config/v1/defaults.go``
 does (no strategy -> LeastAllocated; no resources -> cpu:1, memory:1; weight
 0 -> 1) and validated as ``apis/config/validation/validation_pluginargs.go``'s
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from berth import features
 from berth.cluster import resources, validation
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "ScoringStrategy",
     "UtilizationShapePoint",
     "default_resources",
+    "raise_aggregate",
+    "validate_function_shape",
     "validate_resources",
 ]
 
@@ -59,7 +62,7 @@ def _invalid(path: str, value: object, detail: str) -> str:
     return f"{path}: Invalid value: {_go_value(value)}: {detail}"
 
 
-def _raise_aggregate(errors: Sequence[str]) -> None:
+def raise_aggregate(errors: Sequence[str]) -> None:
     """utilerrors.Aggregate's message: one error as is, several as ``[a, b]``."""
     unique = list(dict.fromkeys(errors))
     if not unique:
@@ -132,8 +135,10 @@ class NodeResourcesFitArgs(_Args):
         if self.scoring_strategy is None:
             self.scoring_strategy = ScoringStrategy(type=LEAST_ALLOCATED)
 
-    def validate(self) -> None:
-        """Raise ValueError naming every invalid field (validation_pluginargs.go)."""
+    def validate(self, features: features.Features | None = None) -> None:
+        """Raise ValueError naming every invalid field (validation_pluginargs.go
+        of ``features``' release, default the newest)."""
+        version = features.version if features is not None else _NEWEST
         errs: list[str] = []
         for i, res in enumerate(self.ignored_resources):
             errs.extend(_invalid(f"ignoredResources[{i}]", res, m) for m in validation.is_qualified_name(res))
@@ -149,21 +154,24 @@ class NodeResourcesFitArgs(_Args):
                 value = _go_value(strategy.type)
                 errs.append(f"scoringStrategy.type: Unsupported value: {value}: supported values: {supported}")
             errs.extend(validate_resources(strategy.resources, "scoringStrategy.resources"))
-            if strategy.requested_to_capacity_ratio is not None:
-                # kube-scheduler reports these under "scoringStrategy.shape"; Berth names the
-                # field the user actually wrote.
-                errs.extend(
-                    _validate_shape(
-                        strategy.requested_to_capacity_ratio.shape, "scoringStrategy.requestedToCapacityRatio.shape"
-                    )
+            rtcr = strategy.requested_to_capacity_ratio
+            if rtcr is not None and (strategy.type == REQUESTED_TO_CAPACITY_RATIO or version < _V1_36):
+                # v1.35.4 reports these under "scoringStrategy.shape" (Berth names
+                # the field the user wrote); v1.36.0 and later under this path.
+                errs.extend(validate_function_shape(rtcr.shape, "scoringStrategy.requestedToCapacityRatio.shape"))
+            elif rtcr is not None:
+                # Since v1.36.0 (validation_pluginargs.go): only RequestedToCapacityRatio takes a shape.
+                errs.append(
+                    "scoringStrategy.requestedToCapacityRatio: Forbidden: "
+                    "must be nil when type is not RequestedToCapacityRatio"
                 )
             elif strategy.type == REQUESTED_TO_CAPACITY_RATIO:
-                # kube-scheduler's NewFit dereferences a nil pointer here; Berth says why.
+                # v1.36.0's message; v1.35.4's NewFit dereferences a nil pointer here.
                 errs.append(
                     "scoringStrategy.requestedToCapacityRatio: Required value: "
-                    "a shape is required for the RequestedToCapacityRatio strategy"
+                    "must be specified when type is RequestedToCapacityRatio"
                 )
-        _raise_aggregate(errs)
+        raise_aggregate(errs)
 
 
 def validate_resources(specs: Sequence[ResourceSpec], path: str) -> list[str]:
@@ -175,7 +183,7 @@ def validate_resources(specs: Sequence[ResourceSpec], path: str) -> list[str]:
     ]
 
 
-def _validate_shape(shape: Sequence[UtilizationShapePoint], path: str) -> list[str]:
+def validate_function_shape(shape: Sequence[UtilizationShapePoint], path: str) -> list[str]:
     """validation_pluginargs.go validateFunctionShape."""
     if not shape:
         return [f"{path}: Required value: at least one point must be specified"]
@@ -196,6 +204,10 @@ def _validate_shape(shape: Sequence[UtilizationShapePoint], path: str) -> list[s
                 _invalid(f"{path}[{i}].score", point.score, f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]")
             )
     return errs
+
+
+_NEWEST = features.NEWEST
+_V1_36 = features.KubeVersion(1, 36)
 
 
 class NodeResourcesBalancedAllocationArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):

@@ -1,6 +1,6 @@
 """NodeResourcesFit: does the node have room for the pod, and how full would it be?
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/noderesources/fit.go``:
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/noderesources/fit.go``:
 PreFilter computes the pod's request once (``computePodResourceRequest``:
 ``resource.PodRequests`` — containers summed, raised to the largest init
 container, sidecars, pod-level resources, overhead); Filter (``fitsRequest``)
@@ -15,14 +15,21 @@ the node's whole allocatable (``InsufficientResource.Unresolvable``: evicting
 pods cannot help, so preemption skips the node). PreScore/Score score with the
 configured strategy (:mod:`berth.plugins.noderesources.strategies`), and
 there, unlike in PreFilter/Filter, the pod's request ignores pod-level
-resources (``spec.resources``): v1.34's ``nodeResourceStrategyTypeMap``
-(fit.go l. 59-85) builds the scorer without ``enablePodLevelResources``, so
+resources (``spec.resources``): ``nodeResourceStrategyTypeMap`` (fit.go,
+unchanged from v1.34 to v1.37.2) builds the scorer without ``enablePodLevelResources``, so
 ``calculatePodResourceRequest`` (resource_allocation.go) passes
 ``SkipPodLevelResources: true`` and a pod is scored by its containers (with
 the 100m / 200Mi defaults) plus overhead; BalancedAllocation does use them. The
 arguments are :class:`~berth.plugins.noderesources.args.NodeResourcesFitArgs`.
-DRA-backed extended resources (``DRAExtendedResource``, alpha in v1.34 and off
-by default) are not modelled.
+
+Not followed from v1.37.2: extended resources backed by DRA
+(``DRAExtendedResource``, on from 1.36: ``shouldDelegateResourceToDRA`` leaves
+a request no device plugin provides on the node, and that a DeviceClass names,
+to DynamicResources, and scoring counts such a resource in devices) — Berth
+has no extended-resource-to-DeviceClass mapping yet; the deltas of a bound pod
+whose resize is deferred (``InPlacePodVerticalScalingSchedulerPreemption``,
+alpha, off); ``SignPod`` and ``ScorePlacement`` (opportunistic batching and
+topology-aware workload scheduling, alpha).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import resources
@@ -81,9 +89,11 @@ class NodeResourcesFit:
     Args: ClassVar[type[NodeResourcesFitArgs]] = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
+        feats = handle.features if handle is not None else features.Features.newest()
         self.args = args if args is not None else NodeResourcesFitArgs()
-        self.args.validate()
+        self.args.validate(feats)
         self.handle = handle
+        self.dra_extended_resource = feats.dra_extended_resource
         self.ignored_resources = frozenset(self.args.ignored_resources)
         self.ignored_groups = frozenset(self.args.ignored_resource_groups)
         assert self.args.scoring_strategy is not None
@@ -92,8 +102,10 @@ class NodeResourcesFit:
     # ------------------------------------------------------------ queueing
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """fit.go EventsToRegister (InPlacePodVerticalScaling on, no queueing hints)."""
-        return (
+        """fit.go EventsToRegister (InPlacePodVerticalScaling on, no queueing
+        hints), with DeviceClass add / update while DRAExtendedResource is on
+        (v1.37.2: a class may come to name the extended resource a pod asks for)."""
+        events = [
             fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE | fw.ActionType.UPDATE_POD_SCALE_DOWN),
             fw.ClusterEvent(
                 "Node",
@@ -102,7 +114,10 @@ class NodeResourcesFit:
                 | fw.ActionType.UPDATE_NODE_TAINT
                 | fw.ActionType.UPDATE_NODE_LABEL,
             ),
-        )
+        ]
+        if self.dra_extended_resource:
+            events.append(fw.ClusterEvent("DeviceClass", fw.ActionType.ADD | fw.ActionType.UPDATE))
+        return tuple(events)
 
     # ------------------------------------------------------------ filtering
 

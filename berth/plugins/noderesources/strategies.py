@@ -1,9 +1,11 @@
 """The noderesources scoring strategies and the resource-allocation scoring they share.
 
 The scoring NodeResourcesFit and NodeResourcesBalancedAllocation share, as
-kube-scheduler v1.34's ``pkg/scheduler/framework/plugins/noderesources``
+kube-scheduler v1.37.2's ``pkg/scheduler/framework/plugins/noderesources``
 splits it: ``resource_allocation.go`` (:class:`ResourceAllocationScorer` sums,
-per configured resource, the node's requested amount and the pod's; cpu and
+per configured resource, the node's requested amount and the pod's, and
+hands a scorer both sums — with the pod and without it, ``requested`` and
+``allocated``, since v1.36 — and the allocatable amounts; cpu and
 memory use the *non-zero* amounts — a container that does not request them
 counts 100m / 200Mi, :func:`non_missing_requests` — unless ``useRequested``;
 an extended resource the pod does not request, and a resource the node does
@@ -156,13 +158,16 @@ def _gather(table: IntArray, rows: IntArray, cols: list[int]) -> IntArray:
     return picked[:, cols]
 
 
-#: requested [n, R], allocatable [n, R] (0 = resource left out), weights [R] -> scores [n].
-#: requested and allocatable are int64, or Python ints (dtype object) for
-#: absurd amounts (:meth:`ResourceAllocationScorer.allocatable_requested`).
-Scorer = Callable[[IntArray, IntArray, IntArray], IntArray]
+#: requested (the pod's request added) [n, R], allocated (without it) [n, R],
+#: allocatable [n, R] (0 = resource left out), weights [R] -> scores [n]:
+#: resource_allocation.go's ``scorer func(requested, allocated, allocatable
+#: []int64) int64`` (v1.36+), vectorised. The arrays are int64, or Python
+#: ints (dtype object) for absurd amounts
+#: (:meth:`ResourceAllocationScorer.node_allocatable_request`).
+Scorer = Callable[[IntArray, IntArray, IntArray, IntArray], IntArray]
 
 
-def _least_allocated(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+def _least_allocated(req: IntArray, _allocated: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
     """least_allocated.go leastResourceScorer / leastRequestedScore."""
     valid = alloc > 0
     weight_sum = int(weights.sum())
@@ -182,17 +187,20 @@ def _least_allocated(req: IntArray, alloc: IntArray, weights: IntArray) -> IntAr
 
 
 #: The resource scorers' form for the common case, one 1-D array per
-#: configured resource: requested (the pod's added; never negative) and
-#: allocatable (at least 1: every resource counts on every row), every
-#: amount at most ``_SAFE``, weights with a positive sum -> scores. Each
+#: configured resource: requested (the pod's added; never negative),
+#: allocated (the node's alone; never negative) and allocatable (at least 1:
+#: every resource counts on every row), every amount at most ``_SAFE``,
+#: weights with a positive sum -> scores. Each
 #: gives its general scorer's answer exactly on such input
 #: (tests/plugins/test_score_fast_paths.py) with fewer numpy operations on
 #: contiguous arrays (:meth:`ResourceAllocationScorer.score`). The weights
 #: come as Python ints.
-ColumnScorer = Callable[[Sequence[IntArray], Sequence[IntArray], Sequence[int]], IntArray]
+ColumnScorer = Callable[[Sequence[IntArray], Sequence[IntArray], Sequence[IntArray], Sequence[int]], IntArray]
 
 
-def least_allocated_columns(req: Sequence[IntArray], alloc: Sequence[IntArray], weights: Sequence[int]) -> IntArray:
+def least_allocated_columns(
+    req: Sequence[IntArray], _allocated: Sequence[IntArray], alloc: Sequence[IntArray], weights: Sequence[int]
+) -> IntArray:
     """:func:`_least_allocated` per column: ``(alloc - req) * MaxNodeScore //
     alloc``, which is negative exactly where requested exceeds capacity, so
     clamping it at 0 is leastRequestedScore's ``requested > capacity: 0``."""
@@ -219,7 +227,7 @@ def least_allocated_columns(req: Sequence[IntArray], alloc: Sequence[IntArray], 
     return total
 
 
-def _most_allocated(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+def _most_allocated(req: IntArray, _allocated: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
     """most_allocated.go mostResourceScorer / mostRequestedScore (requested capped at capacity)."""
     valid = alloc > 0
     safe = np.where(valid, alloc, 1)
@@ -240,7 +248,7 @@ def _requested_to_capacity_ratio(shape: Sequence[UtilizationShapePoint]) -> Scor
     scale = fw.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
     points = [(p.utilization, p.score * scale) for p in shape]
 
-    def score(req: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
+    def score(req: IntArray, _allocated: IntArray, alloc: IntArray, weights: IntArray) -> IntArray:
         valid = alloc > 0
         safe = np.where(valid, alloc, 1)
         # scaledUtilization: requested clamped to [0, capacity], so util is in [0, maxUtilization].
@@ -267,13 +275,15 @@ class ResourceAllocationScorer:
     ``enablePodLevelResources``: the pod's own request
     (``calculatePodResourceRequest``) honours ``spec.resources`` only when it
     is set (``SkipPodLevelResources: !r.enablePodLevelResources``,
-    resource_allocation.go l. 136-141 in v1.34). v1.34 sets it for
-    BalancedAllocation (``NewBalancedAllocation``: ``enablePodLevelResources:
-    fts.EnablePodLevelResources``) but never for NodeResourcesFit's scorer
-    (fit.go ``nodeResourceStrategyTypeMap``, l. 59-85, builds it with only
-    Name, scorer and resources), so Fit scores pod-level pods by their
-    containers. The node side (``Requested`` / ``NonZeroRequested``) is the
-    cache's and includes pod-level resources either way.
+    resource_allocation.go ``calculatePodResourceRequest``, v1.37.2 as
+    v1.34). It is set for BalancedAllocation (``NewBalancedAllocation``:
+    ``enablePodLevelResources: fts.EnablePodLevelResources``) but never for
+    NodeResourcesFit's scorer (fit.go ``nodeResourceStrategyTypeMap`` builds
+    it with only Name, scorer and resources), so Fit scores pod-level pods by
+    their containers. The node side (``Requested`` / ``NonZeroRequested``) is
+    the cache's and includes pod-level resources either way. Since v1.36 the
+    scorer is handed the node's amounts with and without the pod
+    (:data:`Scorer`); only BalancedAllocation's reads the latter.
     """
 
     def __init__(
@@ -300,7 +310,7 @@ class ResourceAllocationScorer:
         """The consecutive columns holding the configured resources, in
         order, when every one is cpu or memory (read from one array,
         never left out for being unrequested): the default profiles'
-        case, which :meth:`allocatable_requested` serves without its
+        case, which :meth:`node_allocatable_request` serves without its
         per-resource bookkeeping. None otherwise. Remembered per column
         layout (columns are only ever appended)."""
         names = nodes.columns.names
@@ -336,10 +346,12 @@ class ResourceAllocationScorer:
             reqs = resources.pod_requests(_without_pod_level(pod.pod))
         return [reqs.get(name, 0) for name in self.names]
 
-    def allocatable_requested(
+    def node_allocatable_request(
         self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]
-    ) -> tuple[IntArray, IntArray]:
-        """calculateResourceAllocatableRequest for every resource: ``[n, R]`` arrays, 0 = left out.
+    ) -> tuple[IntArray, IntArray, IntArray]:
+        """calculateNodeAllocatableRequest (resource_allocation.go v1.37.2):
+        ``[n, R]`` arrays (requested, allocated, allocatable), 0 = left out;
+        requested is allocated plus the pod's request.
 
         Normally int64. When an amount is big enough that ``requested *
         MaxNodeScore`` or ``node requested + pod request`` could overflow
@@ -347,8 +359,8 @@ class ResourceAllocationScorer:
         that, their products may not), the arrays hold Python ints instead
         (dtype object): exact, as upstream's ``scaledUtilization`` is with
         its 128-bit intermediate, and as fast as it matters for absurd input.
-        Requested amounts are clamped at 0 (``scaledUtilization``'s
-        ``requested <= 0``).
+        Requested and allocated amounts are clamped at 0 (a node's sums of
+        non-negative requests are never below it; only hand-made tables are).
         """
         n, r = len(rows), len(self.names)
         span = self._columns(nodes)
@@ -361,7 +373,8 @@ class ResourceAllocationScorer:
                 total = requested + np.asarray(pod_requests, dtype=np.int64)
                 if not allocatable.all():
                     total = np.where(allocatable == 0, 0, total)
-                return allocatable, np.maximum(total, 0)
+                    requested = np.where(allocatable == 0, 0, requested)
+                return np.maximum(total, 0), np.maximum(requested, 0), allocatable
         index = nodes.columns.index
         # Per source array (req or req_nz): [(output position, column, pod request)].
         picked: dict[int, tuple[IntArray, list[tuple[int, int, int]]]] = {}
@@ -394,25 +407,28 @@ class ResourceAllocationScorer:
         ) or any(n and max(int(a.max()), int(q.max())) > _SAFE for _, a, q, _ in blocks)
         if not exact and len(blocks) == 1 and blocks[0][0] == list(range(r)):
             # Every configured resource from one array, in order (the default profiles).
-            _, alloc, q, pod = blocks[0]
-            req = q + pod
+            _, alloc, allocated, pod = blocks[0]
+            req = allocated + pod
         else:
             dtype: type = object if exact else np.int64
             alloc = np.zeros((n, r), dtype=dtype)
+            allocated = np.zeros((n, r), dtype=dtype)
             req = np.zeros((n, r), dtype=dtype)
             for at, a, q, pod in blocks:
                 alloc[:, at] = a.astype(object) if exact else a
+                allocated[:, at] = q.astype(object) if exact else q
                 req[:, at] = (q.astype(object) + pod.astype(object)) if exact else q + pod
         # "Only fill the extended resource entry when it's non-zero."
-        req = np.where(alloc == 0, 0, req)
-        req = np.maximum(req, 0)
-        return alloc, req
+        left_out = alloc == 0
+        req = np.maximum(np.where(left_out, 0, req), 0)
+        allocated = np.maximum(np.where(left_out, 0, allocated), 0)
+        return req, allocated, alloc
 
     def columns(
         self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int], memo: dict[Any, Any]
-    ) -> tuple[list[IntArray], list[IntArray]] | None:
-        """:meth:`allocatable_requested` as per-resource columns (requested,
-        allocatable) when they meet :data:`ColumnScorer`'s terms, else None.
+    ) -> tuple[list[IntArray], list[IntArray], list[IntArray]] | None:
+        """:meth:`node_allocatable_request` as per-resource columns (requested,
+        allocated, allocatable) when they meet :data:`ColumnScorer`'s terms, else None.
 
         Only for the default profiles' layout (cpu and/or memory in
         consecutive columns, :meth:`_columns`), a pod requesting at most
@@ -431,6 +447,7 @@ class ResourceAllocationScorer:
             return None
         source = nodes.req if self.use_requested else nodes.req_nz
         req: list[IntArray] = []
+        allocated: list[IntArray] = []
         alloc: list[IntArray] = []
         for c, p in zip(span, pod_requests, strict=True):
             a = _column(memo, nodes.alloc, rows, c, 1)
@@ -438,8 +455,9 @@ class ResourceAllocationScorer:
             if a is None or q is None:
                 return None
             alloc.append(a)
+            allocated.append(q)
             req.append(q + p if p else q)
-        return req, alloc
+        return req, allocated, alloc
 
     def score(
         self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int], memo: dict[Any, Any] | None = None
@@ -450,10 +468,10 @@ class ResourceAllocationScorer:
         if self.column_scorer is not None:
             cols = self.columns(nodes, rows, pod_requests, memo if memo is not None else {})
             if cols is not None:
-                fast: IntArray = self.column_scorer(cols[0], cols[1], self._weights)
+                fast: IntArray = self.column_scorer(cols[0], cols[1], cols[2], self._weights)
                 return fast
-        alloc, req = self.allocatable_requested(nodes, rows, pod_requests)
-        out: IntArray = np.asarray(self.scorer(req, alloc, self.weights), dtype=np.int64)
+        req, allocated, alloc = self.node_allocatable_request(nodes, rows, pod_requests)
+        out: IntArray = np.asarray(self.scorer(req, allocated, alloc, self.weights), dtype=np.int64)
         return out
 
 

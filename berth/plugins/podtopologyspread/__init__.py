@@ -1,6 +1,6 @@
 """kube-scheduler's PodTopologySpread plugin: spread matching pods evenly over topology domains.
 
-Mirrors kube-scheduler v1.34 ``pkg/scheduler/framework/plugins/podtopologyspread``
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/podtopologyspread``
 file by file: :mod:`~berth.plugins.podtopologyspread.plugin` (``plugin.go``: the
 class, its arguments, its events), :mod:`~berth.plugins.podtopologyspread.common`
 (``common.go``), :mod:`~berth.plugins.podtopologyspread.filtering`

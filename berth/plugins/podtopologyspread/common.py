@@ -1,6 +1,6 @@
 """What PodTopologySpread's filtering and scoring share: constraints and pod counting.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/podtopologyspread/common.go``: a pod's
 constraints of one kind (``filterTopologySpreadConstraints``), with
 ``matchLabelKeys`` merged into each selector — or, for a pod with none, the
@@ -8,7 +8,8 @@ default constraints (``buildDefaultConstraints``) selecting what the Services
 and controller selecting it select (``helper.DefaultSelector``); the nodes that count for them
 (every constraint's topology key present, and the inclusion policies passed:
 ``nodeAffinityPolicy`` Honor by default — the pod's nodeSelector / required
-node affinity; ``nodeTaintsPolicy`` Ignore by default); and, per node, the
+node affinity; ``nodeTaintsPolicy`` Ignore by default, its tolerations matched
+as TaintToleration matches them, TaintTolerationComparisonOperators included); and, per node, the
 pods in the pod's namespace (not terminating) a selector matches
 (``countPodsMatchSelector``; an empty selector counts nothing), through the
 cache's pod index (:mod:`berth.cache.podindex`): the work is proportional to
@@ -181,6 +182,8 @@ class Counting:
     handle: Handle | None
     default_constraints: Sequence[model.TopologySpreadConstraint]
     system_defaulted: bool
+    #: TaintTolerationComparisonOperators: ``Lt`` / ``Gt`` tolerations in nodeTaintsPolicy Honor.
+    comparison_operators: bool
 
     def _constraints(self, pod: model.Pod, when: str) -> list[Constraint]:
         workloads = self.handle.workloads if self.handle is not None else None
@@ -207,7 +210,7 @@ class Counting:
                 m = m & affinity
             if c.honor_taints:
                 if taints_ok is None:
-                    taints_ok = _tolerated_mask(pod.pod, nodes)
+                    taints_ok = _tolerated_mask(pod.pod, nodes, self.comparison_operators)
                 m = m & taints_ok
             out.append(m)
         return out
@@ -260,10 +263,12 @@ def node_matches_required_affinity(pod: model.Pod, node: model.Node) -> bool:
     return any(labels.node_term_matches(t, node_labels, node.metadata.name) for t in req.node_selector_terms)
 
 
-def _tolerated_mask(pod: model.Pod, nodes: NodeTable) -> BoolArray:
+def _tolerated_mask(pod: model.Pod, nodes: NodeTable, comparison_operators: bool) -> BoolArray:
     groups = nodes.taint_group[: nodes.size]
+    tolerations = pod.spec.tolerations
     ok_group = np.asarray(
-        [first_untolerated(ts, pod.spec.tolerations, do_not_schedule) is None for ts in nodes.taint_sets], dtype=bool
+        [first_untolerated(ts, tolerations, do_not_schedule, comparison_operators) is None for ts in nodes.taint_sets],
+        dtype=bool,
     )
     out: BoolArray = ok_group[groups]
     return out

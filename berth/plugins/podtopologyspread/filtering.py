@@ -1,6 +1,6 @@
 """PodTopologySpread's filtering: PreFilter, Filter and the PreFilterExtensions.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/podtopologyspread/filtering.go``. PreFilter
 takes the pod's ``DoNotSchedule`` constraints (none: Skip) and counts, per
 constraint and domain, the matching pods on the nodes that count
@@ -106,7 +106,9 @@ class Filtering(Counting):
                 continue
             if c.honor_affinity and not node_matches_required_affinity(pod.pod, node.node):
                 continue
-            if c.honor_taints and first_untolerated(node.node.spec.taints, pod.pod.spec.tolerations, do_not_schedule):
+            if c.honor_taints and first_untolerated(
+                node.node.spec.taints, pod.pod.spec.tolerations, do_not_schedule, self.comparison_operators
+            ):
                 continue
             counts.add(node_labels[c.key], delta)
 

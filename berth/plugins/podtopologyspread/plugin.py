@@ -1,6 +1,6 @@
 """PodTopologySpread: spread matching pods evenly over topology domains.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/podtopologyspread/plugin.go``: the plugin
 class (its filtering half from :mod:`~berth.plugins.podtopologyspread.filtering`,
 ``filtering.go``; its scoring half from
@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import msgspec
 
-from berth import errors
+from berth import errors, features
 from berth.cache.table import HOSTNAME_LABEL, ZONE_LABEL
 from berth.cluster import model, validation
 from berth.framework import interface as fw
@@ -126,6 +126,8 @@ class PodTopologySpread(Filtering, Scoring):
     def __init__(self, args: PodTopologySpreadArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or PodTopologySpreadArgs()
         self.handle = handle
+        feats = handle.features if handle is not None else features.Features.newest()
+        self.comparison_operators = feats.taint_toleration_comparison_operators
         self.system_defaulted = self.args.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints = (
             SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else tuple(self.args.default_constraints)

@@ -1,6 +1,6 @@
 """PodTopologySpread's scoring: PreScore, Score and NormalizeScore.
 
-Mirrors kube-scheduler v1.34
+Mirrors kube-scheduler v1.37.2
 ``pkg/scheduler/framework/plugins/podtopologyspread/scoring.go``, for
 ``ScheduleAnyway`` constraints: each node scores ``sum(count * log(domains +
 2) + maxSkew - 1)``, rounded; nodes missing a key are ignored (score 0);

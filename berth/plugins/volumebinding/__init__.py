@@ -1,9 +1,11 @@
 """VolumeBinding: a pod's PersistentVolumeClaims must be bound, or bindable
-(or provisionable) on the node; Reserve assumes the bindings and PreBind
+(or provisionable) on the node; Score prefers the nodes whose storage the
+pod's volumes fill most snugly; Reserve assumes the bindings and PreBind
 makes them.
 
-Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``
-(the binder is :mod:`berth.plugins.volumebinding.binder`):
+Mirrors kube-scheduler v1.37.2 ``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``
+(the binder is :mod:`berth.plugins.volumebinding.binder`, the scorer
+:mod:`berth.plugins.volumebinding.scorer`):
 
 - PreFilter: a pod without claims (``persistentVolumeClaim`` or ``ephemeral``
   volumes) is skipped at once. A missing claim is UnschedulableAndUnresolvable
@@ -19,20 +21,36 @@ Mirrors kube-scheduler v1.34.4 ``pkg/scheduler/framework/plugins/volumebinding/v
   and affinity here, and its class cannot provision here),
   ``node(s) did not have enough free storage`` (CSIStorageCapacity) and
   ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+- PreScore / Score, only with the StorageCapacityScoring gate (beta and on
+  since 1.37, alpha and off in 1.35 and 1.36): every pod is scored, 0 on a
+  node where it binds nothing; see :mod:`~berth.plugins.volumebinding.scorer`.
+  Without the gate PreScore skips.
 - Reserve assumes the chosen PVs' claimRef and the claims' ``selected-node``
   (the Handle's assume caches); Unreserve reverts them.
 - PreBind writes them through the objects' source and waits, up to
   ``bindTimeoutSeconds`` (default 600), until the PV controller has bound
   every claim; a claim whose provisioning failed (``selected-node``
   removed), a reset claimRef or the timeout fail the binding cycle.
-- Score: none. v1.34's scorer exists only with the StorageCapacityScoring
-  gate (alpha, off), so upstream's PreScore always returns Skip; ``shape``
-  is refused with upstream's message.
+
+Args (``VolumeBindingArgs``) are defaulted and validated as
+``apis/config/v1/defaults.go`` and ``validation_pluginargs.go`` do for the
+release's gates: with StorageCapacityScoring on, a missing or empty
+``shape`` is ``[{utilization: 0, score: 10}, {utilization: 100, score: 0}]``
+(emptier volumes score higher) and a given one must be a valid function
+shape; with the gate off any ``shape`` is refused.
+
+- PreBindPreFlight: Skip when every claim was bound already, so the
+  binding cycle knows PreBind has no work for the pod.
+
+Not ported: the InPlacePodVerticalScalingSchedulerPreemption skip for pods
+whose resize is deferred (alpha, off in every release Berth follows) and
+SignPod (Berth's framework has no pod signatures).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Sequence
 from typing import ClassVar
@@ -41,15 +59,17 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from berth import features as feature_gates
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import storage
 from berth.framework import interface as fw
 from berth.framework.handle import Handle, VolumeLister
-from berth.plugins.volumebinding import binder
+from berth.plugins.noderesources import args as nr_args
+from berth.plugins.volumebinding import binder, scorer
 from berth.plugins.volumebinding.binder import BinderError, PodVolumeClaims, PodVolumes
 
-__all__ = ["STATE_KEY", "VolumeBinding", "VolumeBindingArgs"]
+__all__ = ["STATE_KEY", "VolumeBinding", "VolumeBindingArgs", "default_shape", "validate_args", "with_defaults"]
 
 log = logging.getLogger(__name__)
 
@@ -58,29 +78,55 @@ IntArray = npt.NDArray[np.int64]
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 
-class UtilizationShapePoint(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    utilization: int
-    score: int
-
-
 class VolumeBindingArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """VolumeBindingArgs (kubescheduler.config.k8s.io/v1)."""
 
     bind_timeout_seconds: int = 600
-    shape: list[UtilizationShapePoint] | None = None
+    shape: list[nr_args.UtilizationShapePoint] | None = None
 
-    def validate(self) -> None:
-        """ValidateVolumeBindingArgsWithOptions with StorageCapacityScoring off."""
-        if self.bind_timeout_seconds < 0:
-            raise ValueError(
-                f"bindTimeoutSeconds: Invalid value: {self.bind_timeout_seconds}: "
-                "invalid BindTimeoutSeconds, should not be a negative value"
-            )
-        if self.shape is not None:
-            raise ValueError(
-                "shape: Invalid value: unexpected field `shape`, remove it or turn on the feature gate "
-                "StorageCapacityScoring"
-            )
+    def validate(self, *, features: feature_gates.Features) -> None:
+        """Defaulted for ``features`` (:func:`with_defaults`), then :func:`validate_args`."""
+        validate_args(with_defaults(self, features), allow_storage_capacity_scoring=features.storage_capacity_scoring)
+
+
+def default_shape() -> list[nr_args.UtilizationShapePoint]:
+    """defaults.go: emptier volumes score higher."""
+    return [
+        nr_args.UtilizationShapePoint(utilization=0, score=nr_args.MAX_CUSTOM_PRIORITY_SCORE),
+        nr_args.UtilizationShapePoint(utilization=100, score=0),
+    ]
+
+
+def with_defaults(args: VolumeBindingArgs, features: feature_gates.Features) -> VolumeBindingArgs:
+    """SetDefaults_VolumeBindingArgs (v1.37.2 ``apis/config/v1/defaults.go``):
+    with StorageCapacityScoring on, no shape (or an empty one) is :func:`default_shape`."""
+    if not args.shape and features.storage_capacity_scoring:
+        return msgspec.structs.replace(args, shape=default_shape())
+    return args
+
+
+def validate_args(args: VolumeBindingArgs, *, allow_storage_capacity_scoring: bool) -> None:
+    """ValidateVolumeBindingArgsWithOptions (v1.37.2 ``validation_pluginargs.go``);
+    raises ValueError naming every invalid field."""
+    errs: list[str] = []
+    if args.bind_timeout_seconds < 0:
+        errs.append(
+            f"bindTimeoutSeconds: Invalid value: {args.bind_timeout_seconds}: "
+            "invalid BindTimeoutSeconds, should not be a negative value"
+        )
+    if allow_storage_capacity_scoring:
+        errs.extend(nr_args.validate_function_shape(args.shape or [], "shape"))
+    elif args.shape is not None:
+        # The gate off refuses a shape, so none takes effect unseen when it turns on.
+        # field.Invalid prints the internal config's points as Go's json.Marshal does.
+        shown = json.dumps(
+            [{"Utilization": p.utilization, "Score": p.score} for p in args.shape], separators=(",", ":")
+        )
+        errs.append(
+            f"shape: Invalid value: {shown}: unexpected field `shape`, remove it or turn on the feature gate "
+            "StorageCapacityScoring"
+        )
+    nr_args.raise_aggregate(errs)
 
 
 @dataclasses.dataclass(slots=True)
@@ -130,22 +176,26 @@ class VolumeBinding:
 
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
         self.handle = handle
-        self.bind_timeout = float((args or VolumeBindingArgs()).bind_timeout_seconds)
+        feats = handle.features if handle is not None else feature_gates.Features.newest()
+        args = with_defaults(args or VolumeBindingArgs(), feats)
+        self.bind_timeout = float(args.bind_timeout_seconds)
+        #: New builds the scorer only with StorageCapacityScoring; validation saw to the shape.
+        self._scorer = scorer.build_scorer(args.shape) if feats.storage_capacity_scoring and args.shape else None
 
     @property
     def _volumes(self) -> VolumeLister | None:
         return self.handle.volumes if self.handle is not None else None
 
     def events_to_register(self) -> Sequence[fw.ClusterEvent]:
-        """volume_binding.go EventsToRegister (no queueing hints: Node taint updates included)."""
+        """volume_binding.go EventsToRegister (its queueing hints aside; node
+        taint updates were registered only without SchedulerQueueingHints,
+        GA and on in 1.35 and 1.36 and gone from v1.37.2's code)."""
         add_update = fw.ActionType.ADD | fw.ActionType.UPDATE
         return (
             fw.ClusterEvent("StorageClass", add_update),
             fw.ClusterEvent("PersistentVolumeClaim", add_update),
             fw.ClusterEvent("PersistentVolume", add_update),
-            fw.ClusterEvent(
-                "Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL | fw.ActionType.UPDATE_NODE_TAINT
-            ),
+            fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE_NODE_LABEL),
             fw.ClusterEvent("CSINode", add_update),
             fw.ClusterEvent("CSIDriver", fw.ActionType.UPDATE),
             fw.ClusterEvent("CSIStorageCapacity", add_update),
@@ -186,8 +236,7 @@ class VolumeBinding:
         s = state.get(STATE_KEY)
         volumes = self._volumes
         if s is None or s.claims is None or volumes is None:
-            err = fw.Status.error(f'reading "{STATE_KEY.name}" from cycleState: not found', plugin=self.NAME)
-            return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), err)
+            return fw.NodeVerdicts.fail_where(np.ones(n, dtype=bool), self._no_state())
         claims = s.claims
         statuses: list[fw.Status] = []
         index: dict[tuple[str, ...], int] = {}
@@ -215,15 +264,41 @@ class VolumeBinding:
             reason[k] = i
         return fw.NodeVerdicts(ok, statuses, reason)
 
+    def _no_state(self) -> fw.Status:
+        return fw.Status.error(f'reading "{STATE_KEY.name}" from cycleState: not found', plugin=self.NAME)
+
+    # ------------------------------------------------------------ score
+
+    def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
+        """Skip without a scorer (the gate off). Upstream also scores only
+        when the pod has static bindings or the gate is on: with a scorer
+        the gate is on, so every pod is scored."""
+        if self._scorer is None:
+            return fw.Status.skip()
+        if state.get(STATE_KEY) is None:
+            return self._no_state()
+        return fw.SUCCESS
+
+    def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
+        out = np.zeros(len(rows), dtype=np.int64)
+        s = state.get(STATE_KEY)
+        if self._scorer is None or s is None or not s.by_node:
+            return out
+        for k, row in enumerate(rows.tolist()):
+            found = s.by_node.get(nodes.name(row))
+            if found is not None:
+                out[k] = self._scorer(scorer.class_resources(found))
+        return out
+
     # ------------------------------------------------------------ reserve / bind
 
     def reserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
         s = state.get(STATE_KEY)
-        volumes = self._volumes
-        if s is None or volumes is None:
+        if s is None:
             return fw.SUCCESS
         found = s.by_node.get(node)
-        if found is None:
+        volumes = self._volumes
+        if found is None or volumes is None:
             s.all_bound = True  # the pod references no claim
             return fw.SUCCESS
         try:
@@ -240,6 +315,20 @@ class VolumeBinding:
         found = s.by_node.get(node)
         if found is not None:
             binder.revert_assumed_pod_volumes(found, volumes)
+
+    def pre_bind_pre_flight(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
+        """PreBindPreFlight: Skip when every claim was bound already (PreBind
+        has nothing to write or wait for), an error when Filter found no
+        volumes for ``node``. (Upstream's AllowParallel result: Berth runs
+        PreBind plugins one after another.)"""
+        s = state.get(STATE_KEY)
+        if s is None:
+            return self._no_state()
+        if s.all_bound:
+            return fw.Status.skip()
+        if node not in s.by_node:
+            return fw.Status.error(f'no pod volume found for node "{node}"', plugin=self.NAME)
+        return fw.SUCCESS
 
     async def pre_bind(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
         s = state.get(STATE_KEY)

@@ -1,5 +1,5 @@
 """kube-scheduler's volume binder (``pkg/scheduler/framework/plugins/volumebinding/binder.go``,
-v1.34.4), over the Handle's :class:`~berth.framework.handle.VolumeLister`.
+v1.37.2), over the Handle's :class:`~berth.framework.handle.VolumeLister`.
 
 Its stages, as upstream's ``SchedulerVolumeBinder`` documents them:
 :func:`get_pod_volume_claims` (PreFilter) sorts the pod's claims into bound,
@@ -13,8 +13,11 @@ cluster, in embedded mode) has bound every claim.
 
 Not ported: the CSI migration translation of in-tree PVs (``tryTranslatePVToCSI``:
 an in-tree GCE PD or EBS PV on a node whose CSINode lists the plugin as
-migrated is judged by its in-tree node affinity here) and the
-VolumeAttributesClass gate (on in v1.34: classes must match, as here).
+migrated is judged by its in-tree node affinity here; Portworx, migrated
+unconditionally since 1.36, is not modelled) and the VolumeAttributesClass
+gate (GA and locked on since 1.36, on in 1.35: classes must match, as here).
+Between v1.34.4 and v1.37.2 binder.go changed only in how it reaches its
+assume caches (``passive_assume_cache.go``), which Berth keeps its own way.
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ def _is_volume_bound(
     ns = pod.metadata.namespace
     pvc = volumes.pvc(ns, name)
     if pvc is None:
-        raise BinderError(f'error getting PVC "{ns}/{name}": could not find v1.PersistentVolumeClaim "{ns}/{name}"')
+        raise BinderError(f'error getting PVC "{ns}/{name}": persistentvolumeclaims "{ns}/{name}" not found')
     if ephemeral:
         err = storage.volume_is_for_pod(pod, pvc)
         if err is not None:
@@ -350,12 +353,12 @@ def assume_pod_volumes(pod: model.Pod, node: str, pod_volumes: PodVolumes, volum
 
 def _revert_pvs(bindings: list[BindingInfo], volumes: VolumeLister) -> None:
     for b in bindings:
-        volumes.restore_pv(b.pv.metadata.name)
+        volumes.restore_pv(b.pv)
 
 
 def _revert_pvcs(claims: list[storage.PersistentVolumeClaim], volumes: VolumeLister) -> None:
     for c in claims:
-        volumes.restore_pvc(c.metadata.namespace, c.metadata.name)
+        volumes.restore_pvc(c)
 
 
 def revert_assumed_pod_volumes(pod_volumes: PodVolumes, volumes: VolumeLister) -> None:
@@ -420,12 +423,12 @@ def _check_bindings(
         pv = volumes.api_pv(b.pv.metadata.name)
         if pv is None:
             raise BinderError(
-                f'binding volumes: failed to check binding: could not find v1.PersistentVolume "{b.pv.metadata.name}"'
+                f'binding volumes: failed to check binding: persistentvolumes "{b.pv.metadata.name}" not found'
             )
         pvc = volumes.api_pvc(b.pvc.metadata.namespace, b.pvc.metadata.name)
         if pvc is None:
             raise BinderError(
-                f'binding volumes: failed to check binding: could not find v1.PersistentVolumeClaim "{b.pvc.key}"'
+                f'binding volumes: failed to check binding: persistentvolumeclaims "{b.pvc.key}" not found'
             )
         if _rv(b.pv) > _rv(pv):
             return False  # our write has not come back yet
@@ -442,7 +445,7 @@ def _check_bindings(
         pvc = volumes.api_pvc(c.metadata.namespace, c.metadata.name)
         if pvc is None:
             raise BinderError(
-                f'binding volumes: failed to check provisioning pvc: could not find v1.PersistentVolumeClaim "{c.key}"'
+                f'binding volumes: failed to check provisioning pvc: persistentvolumeclaims "{c.key}" not found'
             )
         if _rv(c) > _rv(pvc):
             return False
