@@ -18,10 +18,12 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY berth ./berth
-# Berth's wheel plus a wheel of every dependency, so the final stage installs
-# offline and compiles nothing (binary wheels only for the dependencies).
-RUN python -m pip wheel --wheel-dir /wheels --no-deps . \
- && python -m pip wheel --wheel-dir /wheels --only-binary=:all: /wheels/berth-*.whl
+COPY clients/python ./clients/python
+# Berth's wheel and its client library's (berth-client, built from this
+# repository), plus a wheel of every other dependency, so the final stage
+# installs offline and compiles nothing (binary wheels only for those).
+RUN python -m pip wheel --wheel-dir /wheels --no-deps . ./clients/python \
+ && python -m pip wheel --wheel-dir /wheels --find-links /wheels --only-binary=:all: /wheels/berth-0*.whl
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE}

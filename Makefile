@@ -19,10 +19,13 @@ GRPC_PORT ?= 50051
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# berth depends on berth-client (clients/python: the gRPC client library and
+# the generated stubs), installed from this repository in the same command:
+# nothing beyond PyPI is needed.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e clients/python -e '.[dev,bench]'
 	@touch $(STAMP)
 
 run: install
@@ -105,12 +108,13 @@ test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
 lint: install
-	$(BIN)/ruff check berth tests bench scripts examples
-	$(BIN)/mypy berth examples/plugins/berth-gpu-affinity/src
+	$(BIN)/ruff check berth clients/python tests bench scripts examples
+	$(BIN)/mypy berth clients/python/berth_client examples/plugins/berth-gpu-affinity/src examples/clients
 	$(BIN)/lint-imports
 
 # Regenerate the committed protobuf stubs (with .pyi from mypy-protobuf) into
-# berth/api/v1; tests/core/test_protos.py fails when they are stale.
+# the client library, clients/python/berth_client/api/v1 (berth.api.v1
+# re-exports them); tests/core/test_protos.py fails when they are stale.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
 

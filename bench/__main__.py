@@ -33,6 +33,7 @@ FULL = [
     # three alternating pairs each, and kube-scheduler's own scheduler_perf.
     ["bench.kube", "--reference"],
     ["bench.dra", "--nodes", "500", "--init-pods", "2500", "--pods", "2500", "--repeat", "2"],
+    ["bench.startup", "--nodes", "50", "--runs", "20"],
 ]
 
 QUICK = [
@@ -59,6 +60,7 @@ QUICK = [
         "TopologySpreading",
     ],
     ["bench.dra", "--nodes", "50", "--init-pods", "100", "--pods", "200", "--repeat", "1"],
+    ["bench.startup", "--nodes", "10", "--runs", "3"],
 ]
 
 
@@ -130,6 +132,8 @@ def _targets() -> list[tuple[str, str, str]]:
     row("DRA real API server: Berth/kube-scheduler", v, "{:.2f}", None if v is None else v >= 1)
     v = get("memory", "rss_mib")
     row("core cache RSS 5000 nodes + 50000 pods <= 600 MiB", v, "{:.0f} MiB", None if v is None else v <= 600)
+    v = get("startup", "get_nodes_seconds")
+    row("berth get nodes, whole command < 0.3 s", v, "{:.3f} s", None if v is None else v < 0.3)
     return rows
 
 

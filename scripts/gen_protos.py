@@ -1,12 +1,18 @@
-"""Generate the Python stubs of ``protos/berth/v1/*.proto`` into ``berth/api/v1``.
+"""Generate the Python stubs of ``protos/berth/v1/*.proto`` into the client
+library, ``clients/python/berth_client/api/v1``.
 
 protoc writes imports from the proto package path (``from berth.v1 import
-model_pb2``); the stubs live at ``berth.api.v1`` so that the product is one
-package, so the imports are rewritten after generation — the way
-temporalio's ``scripts/gen_protos.py`` moves its stubs under
-``temporalio.api``. Wire names (``berth.v1.Scheduler``) are untouched.
+model_pb2``); the stubs live at ``berth_client.api.v1``, so the imports are
+rewritten after generation — the way temporalio's ``scripts/gen_protos.py``
+moves its stubs under ``temporalio.api``. Wire names (``berth.v1.Scheduler``)
+are untouched.
 
-    python scripts/gen_protos.py [OUT_DIR]    # default: berth/api/v1
+There is one copy of the generated code: the ``berth-client`` distribution
+carries it, and the server's ``berth.api.v1`` re-exports those modules
+(``berth/api/v1/__init__.py``), so a process that imports both holds one set
+of message classes.
+
+    python scripts/gen_protos.py [OUT_DIR]    # default: clients/python/berth_client/api/v1
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOS = ROOT / "protos"
-DEFAULT_OUT = ROOT / "berth" / "api" / "v1"
+PACKAGE = "berth_client.api.v1"
+DEFAULT_OUT = ROOT / "clients" / "python" / Path(*PACKAGE.split("."))
 
 #: ``from berth.v1 import x`` / ``import berth.v1.x`` (only imports: strings name wire types).
 _IMPORT = re.compile(r"^(\s*)(from|import) berth\.v1(?=[ .])", re.MULTILINE)
@@ -51,7 +58,7 @@ def generate(out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         written = []
         for generated in sorted((Path(tmp) / "berth" / "v1").iterdir()):
-            text = _IMPORT.sub(r"\1\2 berth.api.v1", generated.read_text())
+            text = _IMPORT.sub(rf"\1\2 {PACKAGE}", generated.read_text())
             target = out / generated.name
             target.write_text(text)
             written.append(target)

@@ -1,228 +1,193 @@
-"""What every ``berth`` client command shares: its error, its connection
-options (``--server``, TLS, the bearer token) and its gRPC calls."""
+"""What every ``berth`` client command shares: its errors and exit codes,
+the connection options (``--server``, ``--context``, TLS, the bearer token)
+and the :class:`berth_client.Client` they describe.
+
+Where the server comes from, first match wins (kubectl's order, with
+``$BERTH_SERVER`` where ``$KUBECONFIG``'s context would be):
+``--server``; the context named by ``--context``; ``$BERTH_SERVER``; the
+contexts file's current context; ``localhost:50051``. A context in effect
+(the one named, or the current one when it gives the server) also gives
+TLS and the token file unless flags do.
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
-import ssl
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import grpc
+import berth_client
+from berth.cli import contexts
 
 __all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PIPE",
+    "EXIT_USAGE",
+    "SERVER_ENV",
     "TOKEN_ENV",
     "CliError",
-    "Tls",
+    "Formatter",
+    "UsageError",
     "add_connection_options",
-    "call",
-    "channel",
-    "connect",
-    "rpc_error",
-    "tls_of",
+    "client",
+    "failure",
+    "pod_key",
+    "settings",
 ]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141
 
 #: Where client commands find the bearer token when --token-file is not given.
 TOKEN_ENV = "BERTH_TOKEN"
-
-DEFAULT_SERVER = "localhost:50051"
+#: Where client commands find the server when --server and --context are not given.
+SERVER_ENV = "BERTH_SERVER"
 
 
 class CliError(Exception):
     """Printed as ``berth: <message>``; exit status 1."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tls:
-    """How to reach a TLS-enabled gRPC port (the server's ``grpc.tls``).
-
-    The flags are grpcurl's and kubectl's ideas under Berth's names: trust
-    ``ca_file`` (else the system's CAs), present ``cert_file``/``key_file``
-    when the server asks for a client certificate (``grpc.tls.clientCAFile``),
-    and check the server's certificate for ``server_name`` instead of the
-    host in ``--server`` (kubectl's ``--tls-server-name``).
-    """
-
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    server_name: str | None = None
+class UsageError(CliError):
+    """A flag or a manifest the command cannot take; exit status 2, before anything is sent."""
 
 
-def add_connection_options(p: argparse.ArgumentParser, *, server_default: str | None = DEFAULT_SERVER) -> None:
-    """``--server``, ``--token-file`` and the TLS flags, for every client command."""
-    p.add_argument(
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's examples as written, and leaves out of help pages
+    the options marked ``hidden`` (the TLS and token flags, listed once by
+    ``berth options``); they still parse and complete."""
+
+    def add_arguments(self, actions: Any) -> None:
+        super().add_arguments([a for a in actions if not getattr(a, "hidden", False)])
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
+        super().add_usage(usage, [a for a in actions if not getattr(a, "hidden", False)], groups, prefix)
+
+
+#: The client library's setting names, as the flags spell them.
+FLAGS = {
+    "server": "--server",
+    "ca_file": "--ca-file",
+    "cert_file": "--cert-file",
+    "key_file": "--key-file",
+    "server_name": "--server-name",
+    "token_file": "--token-file",
+}
+
+
+def add_connection_options(p: argparse.ArgumentParser, *, hidden: bool = True) -> None:
+    """``--server`` and ``--context`` on the help page; the token and TLS
+    flags parse everywhere but are listed only by ``berth options``
+    (``hidden=False``)."""
+    g = p.add_argument_group("connection (TLS and token flags: berth options)")
+    g.add_argument(
         "--server",
-        default=server_default,
-        help=f"Berth's gRPC address (HOST:PORT; default {server_default})"
-        if server_default
-        else "Berth's gRPC address",
+        metavar="HOST[:PORT]",
+        help=f"Berth's gRPC address; port 50051 unless given (default: --context, ${SERVER_ENV}, "
+        "the current context, localhost)",
     )
-    p.add_argument(
+    g.add_argument("--context", metavar="NAME", help=f"a context of {contexts.describe_path()} (berth config)")
+
+    def secret(*flags: str, **kw: Any) -> None:
+        action = g.add_argument(*flags, **kw)
+        action.hidden = hidden  # type: ignore[attr-defined]
+
+    secret(
         "--token-file",
-        help="a file holding the bearer token for Submit/Cancel (the server's grpc.auth.tokenFile; "
-        f"default: ${TOKEN_ENV})",
+        metavar="FILE",
+        help=f"the bearer token for changes (Submit, Cancel, the Cluster feed); default ${TOKEN_ENV}, "
+        "then the context's tokenFile",
     )
-    g = p.add_argument_group("TLS (a gRPC port with grpc.tls)")
-    g.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
-    g.add_argument("--ca-file", help="trust this PEM CA bundle for the server's certificate (implies --tls)")
-    g.add_argument("--cert-file", help="client certificate (PEM) for a server with grpc.tls.clientCAFile")
-    g.add_argument("--key-file", help="the client certificate's private key (PEM, unencrypted)")
-    g.add_argument("--server-name", help="the name to expect in the server's certificate (default: HOST)")
+    secret("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
+    secret("--ca-file", metavar="PEM", help="trust this CA bundle for the server's certificate (implies --tls)")
+    secret("--cert-file", metavar="PEM", help="client certificate, for a server with grpc.tls.clientCAFile")
+    secret("--key-file", metavar="PEM", help="the client certificate's private key (unencrypted)")
+    secret("--server-name", metavar="NAME", help="the name to expect in the server's certificate (default: HOST)")
+    secret(
+        "--request-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="deadline of each call (default 30); UNAVAILABLE is retried within it",
+    )
 
 
-def tls_of(args: argparse.Namespace) -> Tls | None:
-    """The TLS settings the flags ask for; None for a plaintext connection."""
+def _tls_flags(args: argparse.Namespace) -> berth_client.Tls | None:
     ca, cert, key, name = (getattr(args, a, None) for a in ("ca_file", "cert_file", "key_file", "server_name"))
     if not (getattr(args, "tls", False) or ca or cert or key or name):
         return None
-    if bool(cert) != bool(key):
-        raise CliError("--cert-file and --key-file go together: a client certificate needs its key")
-    return Tls(ca_file=ca, cert_file=cert, key_file=key, server_name=name)
+    return berth_client.Tls(ca_file=ca, cert_file=cert, key_file=key, server_name=name)
 
 
-def connect(args: argparse.Namespace) -> grpc.Channel:
-    """The channel a client command's flags describe (``--server``, TLS, token)."""
-    return channel(args.server, getattr(args, "token_file", None), tls=tls_of(args))
+def settings(args: argparse.Namespace) -> berth_client.Settings:
+    """The connection the flags, the environment and the contexts file describe."""
+    named = getattr(args, "context", None)
+    ctx = contexts.load().get(named) if named else None
+    server = getattr(args, "server", None) or (ctx.server if ctx else None) or os.environ.get(SERVER_ENV)
+    if not server and not named:
+        ctx = contexts.load().current()  # the current context gives the server, so its TLS and token too
+        server = ctx.server if ctx else None
+    tls = _tls_flags(args) or (ctx.tls if ctx else None)
+    token_file = getattr(args, "token_file", None)
+    token = None
+    if token_file:
+        token = berth_client.connection.read_token(token_file)
+    elif os.environ.get(TOKEN_ENV, "").strip():
+        token = os.environ[TOKEN_ENV].strip()
+    elif ctx is not None and ctx.token_file:
+        token = berth_client.connection.read_token(ctx.token_file)
+    return berth_client.Settings(
+        server=server or "localhost",
+        tls=tls,
+        token=token,
+        timeout=getattr(args, "request_timeout", None) or 30.0,
+    )
 
 
-def _token(token_file: str | None) -> str | None:
-    """The bearer token for mutating RPCs: --token-file, else $BERTH_TOKEN."""
-    if token_file is not None:
-        try:
-            token = Path(token_file).read_text().strip()
-        except OSError as e:
-            raise CliError(f"--token-file: cannot read {token_file}: {e.strerror or e}") from None
-        if not token:
-            raise CliError(f"--token-file: {token_file} is empty")
-        return token
-    return os.environ.get(TOKEN_ENV, "").strip() or None
+def client(args: argparse.Namespace) -> berth_client.Client:
+    """A blocking client for the command's connection; close it (``with``)."""
+    s = settings(args)
+    berth_client.target(s.server)  # a malformed --server fails before a thread starts
+    return berth_client.Client.from_settings(s)
 
 
-def _read(flag: str, path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise CliError(f"{flag}: cannot read {path}: {e.strerror or e}") from None
+_HINTS = {
+    "untrusted": "give the CA that signed it with --ca-file",
+    "hostname": "connect by a name the certificate holds, or set --server-name",
+    "not-tls": "leave out --tls and --ca-file",
+    "closed": "a TLS port needs --tls/--ca-file, and with grpc.tls.clientCAFile a client certificate it trusts: "
+    "--cert-file/--key-file",
+}
 
 
-def _credentials(tls: Tls) -> grpc.ChannelCredentials:
-    """grpc core only logs why it refuses PEM material and then fails every
-    call; OpenSSL through :mod:`ssl` says it first, in one line (as the
-    server's ``security._check_pem`` does)."""
-    ca = _read("--ca-file", tls.ca_file) if tls.ca_file else None
-    cert = _read("--cert-file", tls.cert_file) if tls.cert_file else None
-    key = _read("--key-file", tls.key_file) if tls.key_file else None
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    if ca is not None:
-        try:
-            ctx.load_verify_locations(cadata=ca.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise CliError(f"--ca-file: {tls.ca_file} is not a PEM CA certificate: {reason}") from None
-    if tls.cert_file and tls.key_file:
-        try:
-            # A key that needs a passphrase fails instead of prompting on a terminal.
-            ctx.load_cert_chain(tls.cert_file, tls.key_file, password=lambda: b"")
-        except (OSError, ssl.SSLError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise CliError(f"--cert-file/--key-file: not a matching PEM certificate and key: {reason}") from None
-    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+def failure(e: Exception) -> str:
+    """A client-library error as the one line ``berth:`` prints."""
+    if isinstance(e, berth_client.SettingsError):
+        detail = e.detail
+        for option, flag in FLAGS.items():
+            if "_" in option:  # setting names, not words ("server" is both)
+                detail = detail.replace(option, flag)
+        flag = "/".join(FLAGS.get(o, o) for o in e.option.split("/"))
+        return detail if detail.startswith("--") else f"{flag}: {detail}"
+    if isinstance(e, berth_client.Unavailable):
+        hint = _HINTS.get(e.cause)
+        return f"{e.details} ({hint})" if hint else e.details
+    if isinstance(e, berth_client.BerthError):
+        return f"{e.code.name.lower()}: {e.details}"
+    return str(e)
 
 
-class _CallDetails(
-    NamedTuple(
-        "_CallDetails",
-        [
-            ("method", str),
-            ("timeout", Any),
-            ("metadata", Any),
-            ("credentials", Any),
-            ("wait_for_ready", Any),
-            ("compression", Any),
-        ],
-    ),
-    grpc.ClientCallDetails,  # type: ignore[misc]
-):
-    """Changed call details, built as grpc's own interceptor examples do."""
-
-
-class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    """Adds ``authorization: Bearer <token>`` to every call (the server's
-    ``grpc.auth.tokenFile``)."""
-
-    def __init__(self, token: str) -> None:
-        self.metadata = ("authorization", f"Bearer {token}")
-
-    def _with_token(self, d: Any) -> _CallDetails:
-        metadata = [*(d.metadata or ()), self.metadata]
-        return _CallDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready, d.compression)
-
-    def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return continuation(self._with_token(client_call_details), request)
-
-    def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return continuation(self._with_token(client_call_details), request)
-
-
-def channel(server: str, token_file: str | None = None, *, tls: Tls | None = None) -> grpc.Channel:
-    """A channel to ``server`` (over TLS when ``tls`` is given) whose calls
-    carry the bearer token, if any."""
-    token = _token(token_file)
-    if tls is None:
-        ch = grpc.insecure_channel(server)
-    else:
-        options = [("grpc.ssl_target_name_override", tls.server_name)] if tls.server_name else []
-        ch = grpc.secure_channel(server, _credentials(tls), options=options)
-    return ch if token is None else grpc.intercept_channel(ch, _Bearer(token))
-
-
-def _unavailable(details: str, server: str) -> str:
-    """One line for a connection that failed, with what to change when the
-    cause is TLS (grpc's own message names OpenSSL's error deep inside)."""
-    if "CERTIFICATE_VERIFY_FAILED" in details:
-        return (
-            f"TLS handshake with {server} failed: its certificate is not signed by a CA this client trusts "
-            "(give the CA that signed it with --ca-file)"
-        )
-    if "Hostname Verification" in details or "Peer name" in details:
-        return (
-            f"TLS handshake with {server} failed: its certificate does not name the host connected to "
-            "(connect by a name the certificate holds, or set --server-name)"
-        )
-    if "WRONG_VERSION_NUMBER" in details:
-        return f"TLS handshake with {server} failed: the port does not speak TLS (leave out --tls and --ca-file)"
-    if "Socket closed" in details:
-        # What a TLS port does to a plaintext client, and to one whose client
-        # certificate it does not accept: the client sees no more than this.
-        return (
-            f"cannot reach Berth at {server}: the connection was closed (a TLS port needs --tls/--ca-file, "
-            "and with grpc.tls.clientCAFile a client certificate it trusts: --cert-file/--key-file)"
-        )
-    return f"cannot reach Berth at {server}: {details}"
-
-
-def call(fn: Any, request: Any, server: str) -> Any:
-    """One unary call with a deadline; gRPC failures become a CliError."""
-    try:
-        return fn(request, timeout=30)
-    except grpc.RpcError as e:
-        raise CliError(rpc_error(e, server)) from None
-
-
-def rpc_error(e: grpc.RpcError, server: str) -> str:
-    """A failed call as the one line ``berth:`` prints."""
-    code = e.code()
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return _unavailable(e.details() or "", server)
-    return f"{code.name.lower()}: {e.details()}"
-
-
-def print_table(table: list[list[str]]) -> None:
-    """Rows under a header, columns padded to the widest cell plus three
-    spaces (kubectl's tabwriter), trailing blanks trimmed."""
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
-        print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+def pod_key(arg: str, namespace: str | None) -> tuple[str, str]:
+    """``NS/NAME`` (kubectl's ``pod/`` prefix accepted), or ``NAME`` in ``-n``."""
+    ref = arg.removeprefix("pod/").removeprefix("pods/")
+    ns, sep, name = ref.rpartition("/")
+    if not sep:
+        ns = namespace or "default"
+    if not ns or not name or "/" in ns:
+        raise CliError(f"{arg!r}: expected NAMESPACE/NAME or NAME")
+    return ns, name

@@ -22,20 +22,19 @@ each such field and leaves it out; ``"ignore"`` skips the check.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
-import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import msgspec
 import yaml
 
 from berth import errors
-from berth.cluster import dra, dra_validation, labels, model, openapi, resources, storage, validation
+from berth.cluster import documents, dra, dra_validation, labels, model, openapi, resources, storage, validation
+from berth.cluster.documents import VALIDATION_MODES, ManifestError, ValidationMode
 
 __all__ = [
     "VALIDATION_MODES",
@@ -49,18 +48,13 @@ __all__ = [
     "validate_pod",
 ]
 
-log = logging.getLogger(__name__)
-
 _UID_NAMESPACE = uuid.UUID("6f1d2c1e-3b7a-4c55-9a57-1f0a6b2d7e11")
 
-#: kubectl's ``--validate`` values (the API server's ``fieldValidation``
-#: Strict / Warn / Ignore): what an unknown or duplicate field does.
-ValidationMode = Literal["strict", "warn", "ignore"]
-VALIDATION_MODES: tuple[ValidationMode, ...] = get_args(ValidationMode)
-
-
-class ManifestError(errors.InvalidArgument):
-    """A manifest Berth cannot take; the message names document and field."""
+# Decoding, walking Lists and checking fields are berth.cluster.documents';
+# the names this module has always had stay.
+_describe = documents.describe
+_check_fields = documents.check_fields
+_json_object = documents.json_object
 
 
 @dataclasses.dataclass(slots=True)
@@ -91,71 +85,6 @@ class _JSONList:
 
     envelope: openapi.DecodedMapping
     items: list[msgspec.Raw]
-
-
-def _iter_objects(docs: Iterable[Any], validate: ValidationMode, source: str) -> Iterator[tuple[str, Any]]:
-    for i, doc in enumerate(docs, start=1):
-        where = f"document {i}"
-        if doc is None:
-            continue
-        raw_items: list[msgspec.Raw] | None = None
-        if isinstance(doc, _JSONList):
-            lazy: _JSONList = doc
-            doc, raw_items = lazy.envelope, lazy.items
-        if not isinstance(doc, Mapping):
-            raise ManifestError(f"{where}: expected an object, got {type(doc).__name__}")
-        kind = doc.get("kind")
-        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
-            # The envelope (apiVersion, kind, metadata); items one by one below.
-            _check_fields(doc, kind, f"{where} ({kind})", validate, source, skip=frozenset({"items"}))
-            items: Iterable[Any] = map(_json_item, raw_items) if raw_items is not None else doc.get("items") or []
-            if not isinstance(items, list | map):
-                raise ManifestError(f"{where}: items must be a list")
-            for j, item in enumerate(items):
-                if not isinstance(item, Mapping):
-                    raise ManifestError(f"{where} items[{j}]: expected an object")
-                yield f"{where} items[{j}]", item
-        else:
-            yield where, doc
-
-
-def _describe(obj: Mapping[str, Any]) -> str:
-    md = obj.get("metadata") or {}
-    name = md.get("name", "?") if isinstance(md, Mapping) else "?"
-    ns = md.get("namespace") if isinstance(md, Mapping) else None
-    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{name}"
-
-
-def _check_fields(
-    obj: Mapping[str, Any],
-    kind: str,
-    label: str,
-    validate: ValidationMode,
-    source: str,
-    *,
-    skip: frozenset[str] = frozenset(),
-) -> Any:
-    """``obj`` checked against the schema of ``kind``; what to decode.
-
-    Strict raises every problem in one message, joined with ", " as the API
-    server's strict decoding error is (k8s.io/apimachinery/pkg/runtime/error.go,
-    ``strict decoding error: unknown field "spec.containers[0].resource",
-    ...``); Berth adds the closest known field. Warn logs each unknown or
-    duplicate field and returns the object without the unknown ones.
-    """
-    if validate == "ignore":
-        return obj
-    try:
-        cleaned, problems = openapi.check(obj, kind, skip=skip)
-    except RecursionError:
-        raise ManifestError(f"{label}: nested too deeply") from None
-    fatal = [p for p in problems if validate == "strict" or p.kind == "shape"]
-    if fatal:
-        raise ManifestError(errors.bounded(f"{label}: {', '.join(map(str, fatal))}"))
-    for p in problems:
-        effect = "the last value is used" if p.kind == "duplicate" else "left out"
-        log.warning("%s%s: %s (--validate=warn: %s)", f"{source}: " if source else "", label, p, effect)
-    return cleaned
 
 
 def _convert(obj: Mapping[str, Any], typ: type[Any], where: str) -> Any:
@@ -292,7 +221,8 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
     if validate not in VALIDATION_MODES:
         raise errors.InvalidArgument(f"validate: {validate!r} is not one of {', '.join(VALIDATION_MODES)}")
     out = Manifests()
-    for where, item in _iter_objects(docs, validate, source):
+    lazy = (documents.LazyList(d.envelope, map(_json_item, d.items)) if isinstance(d, _JSONList) else d for d in docs)
+    for where, item in documents.iter_objects(lazy, validate, source):
         kind = item.get("kind")
         label = f"{where} ({_describe(item)})"
         obj = _check_fields(item, kind, label, validate, source) if kind in _KINDS else item
@@ -416,37 +346,6 @@ def _checked_workload(obj: model.Workload) -> None:
         raise ManifestError(str(e)) from None
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, but mappings remember the keys written twice
-    (PyYAML keeps the last value silently; the API server refuses them:
-    ``json: duplicate field``)."""
-
-
-def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[openapi.DecodedMapping]:
-    data = openapi.DecodedMapping()
-    yield data  # first, so recursive structures (anchors) resolve, as SafeConstructor does
-    # Merge keys (`<<: *base`) may be overridden; only keys written in this mapping count.
-    own = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
-    data.update(loader.construct_mapping(node))
-    seen: set[Any] = set()
-    for key_node in own:
-        key = loader.construct_object(key_node)  # already built: from the constructor's cache
-        try:
-            if key in seen:
-                data.duplicates.append((key, key_node.start_mark.line + 1))
-            seen.add(key)
-        except TypeError:  # unhashable: construct_mapping has refused it already
-            pass
-
-
-_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> openapi.DecodedMapping:
-    counts = collections.Counter(k for k, _ in pairs)
-    return openapi.DecodedMapping(pairs, [(k, None) for k, n in counts.items() if n > 1])
-
-
 #: A ``List`` whose items take more text than this is decoded item by item.
 _LAZY_ITEMS_BYTES = 4096
 _TopLevel = list[msgspec.Raw] | dict[str, msgspec.Raw]
@@ -524,7 +423,7 @@ def loads(
                 data = json.loads(text, object_pairs_hook=_json_object)
                 docs = data if isinstance(data, list) else [data]
         else:
-            docs = list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
+            docs = list(yaml.load_all(text, Loader=documents.yaml_loader()))  # a SafeLoader subclass
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise ManifestError(errors.bounded(f"{source}: not valid YAML or JSON: {e}")) from None
     except RecursionError:

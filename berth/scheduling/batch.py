@@ -14,7 +14,7 @@ from berth.cluster import manifests, model, validation
 from berth.cluster.sources import FeedRefused
 from berth.errors import FailedPrecondition, InvalidArgument
 from berth.framework.decision import DecisionKind
-from berth.scheduling.core import Core
+from berth.scheduling.core import LEGACY_SCHEDULER_ANNOTATION, Core, scheduler_name_of
 
 __all__ = ["CancelResult", "SubmitResult", "cancel", "submit"]
 
@@ -51,6 +51,12 @@ def submit(
     is idempotent: accepted, "already submitted". A rejection names the pod's
     field as ``paths[i]`` (default ``pods[i]``): an adapter that left out the
     pods it could not convert keeps its request's indices.
+
+    A pod must be for one of Berth's profiles: nothing else would ever
+    schedule it here. One without a scheduler name is given the only
+    profile's, as the API server defaults ``schedulerName`` to the default
+    scheduler's (the result's message says so); with several profiles it is
+    refused, as is a name no profile has, with the profiles named.
     """
     if core.scheduler is None:
         raise FailedPrecondition("the scheduling loop is not running on this replica")
@@ -74,6 +80,10 @@ def submit(
         md.namespace = md.namespace or "default"
         if group_name:
             md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
+        ours, note = _profile_of(core, pod)
+        if not ours:
+            results.append(SubmitResult(pod.key, message=f"{at}.{note}"))
+            continue
         try:
             validation.validate_pod(pod)
             manifests.validate_pod(pod)
@@ -103,7 +113,7 @@ def submit(
             continue
         accepted[pod.key] = pod
         uids[md.uid] = pod.key
-        results.append(SubmitResult(pod.key, md.uid, True))
+        results.append(SubmitResult(pod.key, md.uid, True, note))
     previous = core.pod_groups.get(group.metadata.namespace, group_name) if group is not None else None
     try:
         if group is not None:
@@ -120,6 +130,22 @@ def submit(
             raise FailedPrecondition(str(e)) from None
         raise
     return results
+
+
+def _profile_of(core: Core, pod: model.Pod) -> tuple[bool, str]:
+    """(True, "") when one of Berth's profiles schedules ``pod``; (True,
+    a note) when it names no scheduler and Berth has one profile, whose name
+    it is given; else (False, why it is refused)."""
+    if core.responsible_for(pod) is not None:
+        return True, ""
+    profiles = tuple(core.frameworks)
+    if not pod.spec.scheduler_name and LEGACY_SCHEDULER_ANNOTATION not in pod.metadata.annotations:
+        if len(profiles) == 1:
+            pod.spec.scheduler_name = profiles[0]
+            return True, f'spec.schedulerName defaulted to "{profiles[0]}", the only profile'
+        names = ", ".join(profiles)
+        return False, f"spec.schedulerName: Required value: Berth has several profiles ({names}); name one"
+    return False, str(validation.not_supported("spec.schedulerName", scheduler_name_of(pod), profiles))
 
 
 def _same_pod(existing: model.Pod, pod: model.Pod) -> bool:
@@ -146,6 +172,8 @@ def cancel(core: Core, namespace: str, name: str) -> CancelResult:
         return CancelResult(False, f"pod {key} not found")
     if pod.spec.node_name:
         return CancelResult(False, f"pod {key} is already bound to {pod.spec.node_name}")
+    if core.responsible_for(pod) is None:
+        return CancelResult(False, f"pod {key} is not scheduled by Berth (schedulerName {pod.spec.scheduler_name!r})")
     source = core.pods.source_of(pod.metadata.uid)
     if source is None:
         return CancelResult(False, f"pod {key} is not Berth's to cancel")

@@ -98,6 +98,9 @@ class PodGroupStore:
     def remove(self, namespace: str, name: str) -> None:
         self._groups.pop(model.pod_key(namespace, name), None)
 
+    def all(self) -> list[model.PodGroup]:
+        return list(self._groups.values())
+
 
 class PodDisruptionBudgetStore:
     def __init__(self) -> None:

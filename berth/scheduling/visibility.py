@@ -21,8 +21,9 @@ import time
 from collections.abc import Iterable
 
 from berth.cache.infos import PodInfo
+from berth.cache.snapshot import Snapshot
 from berth.cluster import model
-from berth.cluster.resources import format_quantity
+from berth.cluster.resources import canonical_list, format_quantity
 from berth.errors import InvalidArgument, NotFound
 from berth.framework import interface as fw
 from berth.framework.decision import Decision, DecisionKind
@@ -35,10 +36,12 @@ from berth.scheduling.loop import quota_verdict
 __all__ = [
     "PHASES",
     "Blocker",
+    "PodGroupRow",
     "PodRow",
     "Why",
     "closest_nodes",
     "fit_summary",
+    "list_pod_groups",
     "list_pods",
     "why",
 ]
@@ -221,6 +224,75 @@ def list_pods(
     return rows
 
 
+# ---------------------------------------------------------------- list_pod_groups
+
+
+@dataclasses.dataclass(slots=True)
+class PodGroupRow:
+    namespace: str
+    name: str
+    min_member: int
+    members: int  # pods labelled with the group, not finished
+    placed: int  # bound, assumed or waiting at Permit
+    waiting: int  # waiting at Permit
+    bound: int
+    pending: int  # members not placed
+    phase: str  # Pending | Scheduling | Scheduled (scheduler-plugins' PodGroup phases)
+    reason: str  # the latest decision's message about a pending member
+    schedule_timeout_seconds: int
+    min_resources: dict[str, int]
+
+
+def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGroupRow]:
+    """Every PodGroup, sorted by namespace/name, with its members counted
+    in one pass over the pods."""
+    members: dict[tuple[str, str], list[model.Pod]] = {}
+    for pod in core.pods.all():
+        name = pod.metadata.labels.get(model.LABEL_POD_GROUP)
+        if name and pod.status.phase not in ("Succeeded", "Failed") and not pod.metadata.deletion_timestamp:
+            members.setdefault((pod.metadata.namespace or "default", name), []).append(pod)
+    rows = []
+    for group in core.pod_groups.all():
+        ns = group.metadata.namespace or "default"
+        if namespace and ns != namespace:
+            continue
+        pods = members.get((ns, group.metadata.name), [])
+        placed = waiting = bound = 0
+        latest: Decision | None = None
+        for p in pods:
+            uid = p.metadata.uid
+            if p.spec.node_name:
+                bound += 1
+            elif core.waiting.get(uid) is not None:
+                waiting += 1
+            elif core.cache.get_pod(uid) is None:
+                d = _latest(core, p)
+                if d is not None and d.message and (latest is None or d.timestamp_ms > latest.timestamp_ms):
+                    latest = d
+                continue
+            placed += 1
+        need = group.spec.min_member
+        phase = "Pending" if len(pods) < need else "Scheduled" if placed >= need else "Scheduling"
+        rows.append(
+            PodGroupRow(
+                namespace=ns,
+                name=group.metadata.name,
+                min_member=need,
+                members=len(pods),
+                placed=placed,
+                waiting=waiting,
+                bound=bound,
+                pending=len(pods) - placed,
+                phase=phase,
+                reason=latest.message if latest is not None else "",
+                schedule_timeout_seconds=group.spec.schedule_timeout_seconds or 0,
+                min_resources=canonical_list(group.spec.min_resources),
+            )
+        )
+    rows.sort(key=lambda r: (r.namespace, r.name))
+    return rows
+
+
 # ---------------------------------------------------------------- why
 
 
@@ -354,6 +426,9 @@ class _Fit:
     nodes: int
     closest: list[tuple[str, str]]
     lacks: dict[str, dict[str, int]]
+    #: resource -> (the pod's request, the node with the most allocatable, that amount),
+    #: for each resource the pod requests more of than any node has.
+    too_big: dict[str, tuple[int, str, int]] = dataclasses.field(default_factory=dict)
 
 
 def _evaluate_fit(core: Core, fwk: Framework, pi: PodInfo) -> _Fit:
@@ -382,10 +457,16 @@ def _evaluate_fit(core: Core, fwk: Framework, pi: PodInfo) -> _Fit:
         if out.statuses:
             diagnosis.node_to_status[name] = out.statuses[int(out.reason[k])]
         failures = out.all_failures(r)
-        if failures and all(st.plugin == "NodeResourcesFit" and st.code == fw.Code.UNSCHEDULABLE for st in failures):
+        # Unresolvable too: a node smaller than the pod is still the closest one when no node is bigger.
+        if failures and all(
+            st.plugin == "NodeResourcesFit"
+            and st.code in (fw.Code.UNSCHEDULABLE, fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            for st in failures
+        ):
             resource_only.append(r)
     lacks: dict[str, dict[str, int]] = {}
     ranked: list[tuple[float, str]] = []
+    small: dict[str, dict[str, int]] = {}  # node -> resource -> its whole allocatable, where the pod asks more
     cols = snap.columns.index
     for r in resource_only:
         lack: dict[str, int] = {}
@@ -398,14 +479,47 @@ def _evaluate_fit(core: Core, fwk: Framework, pi: PodInfo) -> _Fit:
             if need > 0 and short > 0:
                 lack[res] = short
                 share += short / max(alloc, 1)
+                if need > alloc:
+                    small.setdefault(snap.name(r), {})[res] = alloc
         if lack:
             name = snap.name(r)
             lacks[name] = lack
             ranked.append((share, name))
     ranked.sort()
-    closest = [(name, "lacks " + _amounts(lacks[name])) for _, name in ranked[:CLOSEST]]
+    # A node smaller than the pod is "close" only when no node is big enough:
+    # then the largest ones are, with their whole allocatable.
+    near = [name for _, name in ranked if name not in small] or [name for _, name in ranked]
+    closest = [(name, _lacks_text(lacks[name], small.get(name, {}))) for name in near[:CLOSEST]]
     summary = str(algorithm.FitError(pi, diagnosis)) if feasible == 0 else f"{feasible}/{len(rows)} nodes are available"
-    return _Fit(summary, feasible, len(rows), closest, lacks)
+    return _Fit(summary, feasible, len(rows), closest, lacks, _too_big(snap, rows, pi) if not feasible else {})
+
+
+def _lacks_text(lack: dict[str, int], allocatable: dict[str, int]) -> str:
+    """``lacks 500m cpu``; for a node too small for the pod even when
+    empty, with its whole allocatable (``lacks 60 cpu, 4 cpu allocatable``)."""
+    text = "lacks " + _amounts(lack)
+    if allocatable:
+        text += ", " + _amounts(allocatable) + " allocatable"
+    return text
+
+
+def _too_big(snap: Snapshot, rows: fw.IntArray, pi: PodInfo) -> dict[str, tuple[int, str, int]]:
+    """Each resource the pod requests more of than any node's whole
+    allocatable, with the node that has the most of it."""
+    out: dict[str, tuple[int, str, int]] = {}
+    cols = snap.columns.index
+    for res, (need, _) in sorted(pi.usage.items()):
+        if need <= 0:
+            continue
+        c = cols.get(res)
+        largest, most = "", 0
+        if len(rows) and c is not None and c < snap.alloc.shape[1]:
+            column = snap.alloc[rows, c]
+            k = int(column.argmax())
+            largest, most = snap.name(int(rows[k])), int(column[k])
+        if need > most:
+            out[res] = (need, largest, most)
+    return out
 
 
 def fit_summary(core: Core, pod: model.Pod) -> str:
@@ -425,7 +539,15 @@ def _fit_blocker(fit: _Fit) -> list[Blocker]:
     if fit.feasible:
         return []
     unblocks = ""
-    if fit.closest:
+    if fit.too_big:
+        # Releasing nothing helps: say how big a node must be and how big the largest is.
+        needs = _amounts({res: need for res, (need, _, _) in fit.too_big.items()})
+        largest = "; ".join(
+            f"the largest, {name}, has {format_quantity(res, most)} {res}" if name else f"no node has any {res}"
+            for res, (_, name, most) in fit.too_big.items()
+        )
+        unblocks = f"runs only on a node with at least {needs} allocatable ({largest})"
+    elif fit.closest:
         name = fit.closest[0][0]
         unblocks = f"frees when {_amounts(fit.lacks[name])} is released on {name}"
     return [Blocker("fit", fit.summary, unblocks)]

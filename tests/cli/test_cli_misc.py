@@ -37,7 +37,8 @@ async def berth(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, st
 
 @pytest.fixture
 async def pods() -> AsyncIterator[Served]:
-    """Pending pods p1, p2 and q (namespace team), and b bound to node a."""
+    """Pending pods p1, p2 and q (namespace team), b bound to node a, and
+    theirs and nosched, pending for another scheduler and for none."""
     async with serving() as s:
         s.feed.upsert_pods(
             [
@@ -45,6 +46,8 @@ async def pods() -> AsyncIterator[Served]:
                 make_pod("p2", scheduler_name="berth"),
                 make_pod("q", namespace="team", scheduler_name="berth"),
                 make_pod("b", scheduler_name="berth", node_name="a"),
+                make_pod("theirs", scheduler_name="other"),
+                make_pod("nosched", scheduler_name=""),
             ]
         )
         yield s
@@ -71,6 +74,22 @@ CANCEL_CASES: list[tuple[str, list[str], int, str, str, set[str]]] = [
     ),
     ("unknown pod", ["default/ghost"], 1, "", "berth: pod/ghost not cancelled: pod default/ghost not found\n", set()),
     (
+        "a pod of another scheduler is not Berth's to cancel",
+        ["theirs"],
+        1,
+        "",
+        "berth: pod/theirs not cancelled: pod default/theirs is not scheduled by Berth (schedulerName 'other')\n",
+        set(),
+    ),
+    (
+        "nor a pod of no scheduler",
+        ["nosched"],
+        1,
+        "",
+        "berth: pod/nosched not cancelled: pod default/nosched is not scheduled by Berth (schedulerName '')\n",
+        set(),
+    ),
+    (
         "malformed name changes nothing",
         ["default/p1", "a/b/c"],
         1,
@@ -96,7 +115,7 @@ async def test_cancel_withdraws_pending_pods_and_says_why_not_per_pod(
 ) -> None:
     got = await berth(capsys, "cancel", *argv, "--server", pods.address)
     assert got == (status, out, err)
-    for key in ("default/p1", "default/p2", "team/q", "default/b"):
+    for key in ("default/p1", "default/p2", "team/q", "default/b", "default/theirs", "default/nosched"):
         assert (pods.core.pods.by_key(key) is None) == (key in gone), key
 
 

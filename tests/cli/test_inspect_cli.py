@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -18,9 +19,10 @@ import yaml
 
 from berth import app, config
 from berth.adapters.grpc.server import GrpcServer
-from berth.cli import inspect
 from berth.cli import main as cli
+from berth.cli import output
 from berth.cluster import model
+from berth.scheduling import batch
 from berth.testing import make_node, make_pod
 
 ROOT = Path(__file__).parents[2]
@@ -55,17 +57,18 @@ class Live:
 
 
 @contextlib.asynccontextmanager
-async def live(**top: Any) -> AsyncIterator[Live]:
-    """A running Berth with nodes a (4 cpu) and b (2 cpu), and its gRPC port."""
-    cfg = config.parse({"grpc": {"host": "127.0.0.1", "port": 0}, **top})
+async def live(grpc: dict[str, Any] | None = None, **top: Any) -> AsyncIterator[Live]:
+    """A running Berth with nodes a (4 cpu) and b (2 cpu), and its gRPC port
+    (``grpc`` merged into ``grpc:``)."""
+    cfg = config.parse({"grpc": {"host": "127.0.0.1", "port": 0, **(grpc or {})}, **top})
     async with app.running(cfg) as b:
         b.cluster.upsert_nodes([make_node("a", cpu="4", memory="8Gi", pods=20), make_node("b", cpu="2", pods=20)])
-        server = GrpcServer(b.core, b.extender, b.cluster)
-        await server.start()
+        served = Live(b, GrpcServer(b.core, b.extender, b.cluster))
+        await served.server.start()
         try:
-            yield Live(b, server)
+            yield served
         finally:
-            await server.stop(0)
+            await served.server.stop(0)  # the one listening now (a test may have replaced it)
 
 
 def pod(name: str, cpu: str = "1", **kw: Any) -> model.Pod:
@@ -158,30 +161,51 @@ async def test_bad_arguments_are_refused_with_one_line(
         assert len(s.berth.core.pods) == 0
 
 
-async def test_get_pods_watch_prints_rows_that_change() -> None:
+async def test_get_pods_watch_prints_a_header_aligned_rows_and_deletions() -> None:
+    """kubectl get --watch: the header first (even with no pods yet), each
+    change as a row under it, columns where the header put them, and a pod
+    that leaves shown once more with how it left."""
     async with live() as s:
+        s.pods(pod("big", "64"))  # never fits: stays pending, to be cancelled
+        await s.until(lambda: s.decided("default/big"))
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "berth.cli.main", "get", "pods", "--watch", "--server", s.address,
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert proc.stdout is not None
+
+        async def line() -> str:
+            text = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()  # type: ignore[union-attr]
+            assert text, "the watch ended early"
+            return text.rstrip("\n")
+
         try:
-            # No pods yet: nothing listed; then each change prints the pod's row.
+            header = await line()
+            assert header.split() == [
+                "NAMESPACE", "NAME", "QUEUE", "PHASE", "NODE", "ATTEMPTS", "AGE", "REASON", "POSITION",
+            ]  # fmt: skip
+            rows = [await line()]
+            assert rows[0].split()[1:4] == ["big", "<none>", "Unschedulable"]
             for _ in range(400):
                 if s.berth.core.decisions._watchers:
                     break
                 await asyncio.sleep(0.01)
             s.pods(pod("w1"))
-            seen: list[str] = []
-            while not any("Bound" in line for line in seen):
-                line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-                assert line, "the watch ended early"
-                seen.append(line)
-            assert all(line.split()[1] == "w1" for line in seen)
+            while rows[-1].split()[1:4] != ["w1", "<none>", "Bound"]:
+                rows.append(await line())
+            batch.cancel(s.berth.core, "default", "big")
+            while rows[-1].split()[1:2] != ["big"]:
+                rows.append(await line())
+            assert rows[-1].split()[3] == "Cancelled"
         finally:
             proc.send_signal(signal.SIGINT)
             code = await asyncio.wait_for(proc.wait(), 20)
         assert code == 0
+    # Every column starts where its header does.
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    for row in rows:
+        cells = re.finditer(r"(?<=   )\S|^\S", row)
+        assert [m.start() for m in cells][: len(starts)] == starts, (header, row)
 
 
 # ---------------------------------------------------------------- why
@@ -239,7 +263,7 @@ async def test_whatif_counts_replicas_without_placing_any(tmp_path: Path, capsys
         assert (doc["fit"], doc["limitedBy"]) == (6, "0/2 nodes are available: 2 Insufficient cpu.")
         assert sorted(p["node"] for p in doc["placements"]) == ["a"] * 4 + ["b"] * 2
         assert all(p["preempts"] == [] for p in doc["placements"])
-        assert doc["quota"] == {"ok": True, "message": ""}
+        assert (doc["quotaOk"], doc["quotaMessage"]) == (True, "")
         assert len(s.berth.core.pods) == 0 and s.berth.core.cache.pod_count == 0
 
         status, out, _ = await berth(capsys, "whatif", "-f", str(manifest), "--replicas", "2", "--server", s.address)
@@ -251,4 +275,37 @@ async def test_whatif_counts_replicas_without_placing_any(tmp_path: Path, capsys
 def test_age_is_kubectls_human_duration() -> None:
     cases = {0: "0s", 119: "119s", 120: "2m", 201: "3m21s", 600: "10m", 3 * 3600 + 60: "3h1m", 9 * 3600: "9h"}
     cases |= {50 * 3600: "2d2h", 10 * 86400: "10d", 800 * 86400: "2y70d"}
-    assert {s: inspect.human_duration(s) for s in cases} == cases
+    assert {s: output.human_duration(s) for s in cases} == cases
+
+
+# ---------------------------------------------------------------- one word for one state
+
+
+async def test_a_pod_bigger_than_any_node_has_one_status_word_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """submit --wait, get pods and why all say Unschedulable (submit --wait
+    said Rejected), and why names the largest node's allocatable instead of
+    `closestNodes: []` and `unblocksWhen: ''`."""
+    manifest = tmp_path / "heavy.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: heavy}\n"
+        "spec:\n  schedulerName: berth\n  containers: [{name: c, image: x, resources: {requests: {cpu: '64'}}}]\n"
+    )
+    async with live() as s:
+        status, out, _ = await berth(
+            capsys, "submit", "-f", str(manifest), "--wait", "--server", s.address, "-o", "json"
+        )
+        (row,) = json.loads(out)
+        assert (status, row["status"]) == (1, "Unschedulable")
+        _, out, _ = await berth(capsys, "get", "pod", "heavy", "--server", s.address, "-o", "json")
+        phase = json.loads(out)["phase"]
+        status, out, _ = await berth(capsys, "why", "heavy", "--server", s.address, "-o", "yaml")
+    doc = yaml.safe_load(out)
+    assert (status, phase, doc["phase"]) == (1, "Unschedulable", "Unschedulable")
+    (fit,) = doc["blockers"]
+    assert fit["unblocksWhen"] == "runs only on a node with at least 64 cpu allocatable (the largest, a, has 4 cpu)"
+    assert doc["closestNodes"] == [
+        {"node": "a", "lacks": "lacks 60 cpu, 4 cpu allocatable"},
+        {"node": "b", "lacks": "lacks 62 cpu, 2 cpu allocatable"},
+    ]

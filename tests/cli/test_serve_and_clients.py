@@ -44,7 +44,7 @@ def test_explain_sends_the_gpu_pod_to_gpu_nodes_only(server: str) -> None:
     feasible = [n["node"] for n in out["nodes"] if n["feasible"]]
     assert feasible and len(feasible) <= 3
     assert all(isinstance(n["score"], int) for n in out["nodes"])
-    reasons = {r for n in out["nodes"] if not n["feasible"] for r in n["reasons"]}
+    reasons = {r["reason"] for n in out["nodes"] if not n["feasible"] for r in n["reasons"]}
     assert "Insufficient nvidia.com/gpu" in reasons or any("taint" in r for r in reasons)
 
 
@@ -67,7 +67,7 @@ def test_submit_wait_places_the_batch_gang_and_reports_the_gated_pod(server: str
     )
     assert res.returncode == 2, res.stderr
     out = {r["pod"]: r for r in json.loads(res.stdout)}
-    assert {out[f"batch/train-{i}"]["status"] for i in range(4)} == {"Scheduled"}
+    assert {out[f"batch/train-{i}"]["status"] for i in range(4)} == {"Bound"}
     assert out["batch/report"]["status"] == "Gated"
     assert res.stderr == "berth: timed out after 5s waiting for batch/report (Gated)\n"
 

@@ -1,6 +1,10 @@
-"""``berth submit --wait`` follows each pod to its final outcome: Scheduled,
-Rejected, Cancelled or Preempted, through nomination and preemption, or
-reports the last state when ``--timeout`` passes first."""
+"""``berth submit --wait`` follows each pod to its outcome — Bound, or done
+without a node (Unschedulable where preemption cannot help, Rejected,
+Cancelled, Preempted) — through nomination and preemption, or reports the
+last state when ``--timeout`` passes first: a table, a summary line, and at
+a timeout one bounded line on stderr. The status words are the server's
+phases (:mod:`berth_client.outcomes`, whose own tests follow decisions one
+by one in tests/client)."""
 
 from __future__ import annotations
 
@@ -15,11 +19,11 @@ import grpc
 import pytest
 import yaml
 
+import berth_client
 from berth import app, config
 from berth.adapters.grpc.server import GrpcServer, SchedulerServicer
 from berth.api.v1 import scheduler_pb2
 from berth.cli import main as cli
-from berth.cli import submit
 from berth.cluster import manifests
 from berth.scheduling import batch
 from berth.testing import make_node, make_pod
@@ -76,7 +80,7 @@ async def berth(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, st
     return status, out, err
 
 
-async def test_a_pod_let_in_by_the_preemption_it_triggered_ends_scheduled(
+async def test_a_pod_let_in_by_the_preemption_it_triggered_ends_bound(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its first attempt fails (the node is full) and nominates "a" after
@@ -90,7 +94,7 @@ async def test_a_pod_let_in_by_the_preemption_it_triggered_ends_scheduled(
         assert s.core.decisions.latest["default/high"].kind == Kind.BOUND
     assert status == 0, err
     rows = {r["pod"]: r for r in json.loads(out)}
-    assert rows["default/high"] == {"pod": "default/high", "node": "a", "status": "Scheduled", "reason": ""}
+    assert rows["default/high"] == {"pod": "default/high", "node": "a", "status": "Bound", "reason": ""}
     assert rows["default/low"]["status"] == "Preempted"
     uid = manifests.default_uid("default", "high")
     assert rows["default/low"]["reason"] == f"Preempted by pod {uid} on node a"
@@ -109,20 +113,21 @@ async def test_a_pod_that_never_fits_exits_2_after_the_timeout_with_its_last_rea
     assert status == 2
     lines = out.splitlines()
     assert lines[0].split() == ["POD", "STATUS", "NODE", "REASON"]
-    assert lines[1].split(None, 3) == [
-        "default/late",
-        "Unschedulable",
-        "-",
-        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
-        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
-    ]
+    pod, status_word, node, reason = lines[1].split(None, 3)
+    assert (pod, status_word, node) == ("default/late", "Unschedulable", "-")
+    # The whole FitError; its DynamicResources part is that plugin's to word.
+    assert reason.startswith("0/1 nodes are available: 1 Insufficient cpu. ")
+    assert reason.endswith("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+    assert lines[2] == "1 pod: 1 Unschedulable"
     assert err == "berth: timed out after 1s waiting for default/late (Unschedulable)\n"
 
 
-async def test_an_unresolvable_only_verdict_is_rejected_at_once(
+async def test_an_unresolvable_only_verdict_ends_the_wait_unschedulable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No node has the label: preemption cannot help, so waiting cannot either."""
+    """No node has the label: preemption cannot help, so waiting cannot
+    either; the pod is Unschedulable, as `berth get pods` and `berth why`
+    say too (it was "Rejected" here before)."""
     path = manifest(tmp_path, "picky", requests={"cpu": "100m"}, nodeSelector={"disk": "ssd"})
     async with scheduling() as s:
         status, out, _ = await berth(
@@ -130,7 +135,7 @@ async def test_an_unresolvable_only_verdict_is_rejected_at_once(
         )
     assert status == 1
     (row,) = json.loads(out)
-    assert row["status"] == "Rejected"
+    assert row["status"] == "Unschedulable"
     assert "didn't match Pod's node affinity/selector" in row["reason"]
 
 
@@ -164,9 +169,9 @@ async def test_a_pod_refused_at_submission_exits_1_without_waiting(
     assert row["status"] == "Rejected" and "already exists" in row["reason"]
 
 
-def many(tmp_path: Path, n: int) -> Path:
+def many(tmp_path: Path, n: int, cpu: str = "10m") -> Path:
     """``n`` small pods (10m cpu each) in one List manifest."""
-    docs = [yaml.safe_load(manifest(tmp_path, f"m{i:02d}", requests={"cpu": "10m"}).read_text()) for i in range(n)]
+    docs = [yaml.safe_load(manifest(tmp_path, f"m{i:02d}", requests={"cpu": cpu}).read_text()) for i in range(n)]
     path = tmp_path / "many.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
     return path
@@ -177,17 +182,17 @@ async def test_many_pods_go_in_batches_and_are_followed_to_the_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, batch_streams: bool
 ) -> None:
     """Seven pods, three per Submit request: three requests, every pod
-    Scheduled; followed over WatchDecisionBatches, or over WatchDecisions
-    when the server does not implement the batched stream."""
-    monkeypatch.setattr(submit, "SUBMIT_BATCH", 3)
+    Bound; followed over WatchDecisionBatches, or over WatchDecisions when
+    the server does not implement the batched stream."""
+    monkeypatch.setattr(berth_client.aio, "SUBMIT_BATCH", 3)
     sizes: list[int] = []
-    real_call = cli.call
+    real_submit = SchedulerServicer.Submit
 
-    def counting_call(fn: Any, request: Any, server: str) -> Any:
+    async def counting_submit(self: Any, request: Any, context: Any) -> Any:
         sizes.append(len(request.pods))
-        return real_call(fn, request, server)
+        return await real_submit(self, request, context)
 
-    monkeypatch.setattr(cli, "call", counting_call)
+    monkeypatch.setattr(SchedulerServicer, "Submit", counting_submit)
     if not batch_streams:
 
         async def unimplemented(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
@@ -206,8 +211,28 @@ async def test_many_pods_go_in_batches_and_are_followed_to_the_end(
     assert sizes == [3, 3, 1]
     rows = json.loads(out)
     assert [r["pod"] for r in rows] == [f"default/m{i:02d}" for i in range(7)]
-    assert {r["status"] for r in rows} == {"Scheduled"}
+    assert {r["status"] for r in rows} == {"Bound"}
     assert {r["node"] for r in rows} == {"b"}
+
+
+async def test_a_timeout_with_many_pods_waiting_is_one_bounded_line_and_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve pods that cannot fit yet (node "a" is full with a pod of higher
+    priority): stderr names the first five and counts the rest, instead of
+    one line naming every pod (66 686 bytes for 2000 of them); the table ends
+    with a summary line."""
+    path = many(tmp_path, 12, cpu="1")
+    async with scheduling() as s:
+        status, out, err = await berth(
+            capsys, "submit", "-f", str(path), "--wait", "--timeout", "2", "--server", s.address
+        )
+    assert status == 2
+    names = ", ".join(f"default/m{i:02d} (Unschedulable)" for i in range(5))
+    assert err == f"berth: timed out after 2s waiting for 12 pods: {names}, ... and 7 more\n"
+    lines = out.splitlines()
+    assert len(lines) == 1 + 12 + 1
+    assert lines[-1] == "12 pods: 12 Unschedulable"
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1"])
@@ -219,76 +244,3 @@ def test_a_timeout_that_is_not_positive_is_refused_before_submitting(
     status = cli.main(["submit", "-f", str(path), "--wait", "--timeout", timeout, "--server", "127.0.0.1:1"])
     assert status == 1
     assert capsys.readouterr().err == f"berth: --timeout: must be more than 0 seconds, not {float(timeout):g}\n"
-
-
-# ---------------------------------------------------------------- one pod's decisions, in order
-
-
-def decision(kind: int, *, node: str = "", message: str = "", unresolvable: tuple[bool, ...] = ()) -> Any:
-    return scheduler_pb2.Decision(
-        kind=kind,  # type: ignore[arg-type]
-        pod="default/p",
-        uid="u",
-        node=node,
-        message=message,
-        reasons=[scheduler_pb2.PluginReason(plugin="X", reason="r", unresolvable=u) for u in unresolvable],
-    )
-
-
-FOLLOW_CASES: list[tuple[str, list[Any], tuple[str, str, str]]] = [
-    ("queued only", [decision(Kind.QUEUED)], ("Pending", "", "")),
-    (
-        "failed, nominated, retried, bound",
-        [
-            decision(Kind.NOMINATED, node="a", message="0/1 nodes: full"),
-            decision(Kind.UNSCHEDULABLE, message="0/1 nodes: full", unresolvable=(False,)),
-            decision(Kind.ASSUMED, node="a"),
-            decision(Kind.BOUND, node="a"),
-        ],
-        ("Scheduled", "a", ""),
-    ),
-    (
-        "nominated attempt's failure keeps the nomination",
-        [
-            decision(Kind.NOMINATED, node="a", message="m"),
-            decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(False,)),
-        ],
-        ("Nominated", "a", "m"),
-    ),
-    (
-        "unresolvable only",
-        [decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(True, True))],
-        ("Rejected", "", "m"),
-    ),
-    (
-        "unresolvable on some nodes only",
-        [decision(Kind.UNSCHEDULABLE, message="m", unresolvable=(True, False))],
-        ("Unschedulable", "", "m"),
-    ),
-    ("no reasons at all (no nodes)", [decision(Kind.UNSCHEDULABLE, message="m")], ("Unschedulable", "", "m")),
-    (
-        "bind failed goes back",
-        [decision(Kind.ASSUMED, node="a"), decision(Kind.BIND_FAILED, message="x")],
-        ("Unschedulable", "", "x"),
-    ),
-    ("gated", [decision(Kind.GATED, message="gate g")], ("Gated", "", "gate g")),
-    ("cancelled", [decision(Kind.CANCELLED)], ("Cancelled", "", "cancelled")),
-    (
-        "bound stays bound",
-        [decision(Kind.BOUND, node="a"), decision(Kind.PREEMPTED, message="p")],
-        ("Scheduled", "a", ""),
-    ),
-    (
-        "preempted while binding",
-        [decision(Kind.ASSUMED, node="a"), decision(Kind.PREEMPTED, message="p")],
-        ("Preempted", "", "p"),
-    ),
-]
-
-
-@pytest.mark.parametrize(("decisions", "want"), [c[1:] for c in FOLLOW_CASES], ids=[c[0] for c in FOLLOW_CASES])
-def test_the_outcome_follows_the_decisions(decisions: list[Any], want: tuple[str, str, str]) -> None:
-    o = submit._Outcome("default/p", "u", "Pending")
-    for d in decisions:
-        o.follow(d)
-    assert (o.status, o.node, o.reason) == want

@@ -548,7 +548,8 @@ def test_submit_of_two_different_pods_with_one_name_accepts_the_first_only() -> 
 def test_submit_of_the_same_pod_twice_is_idempotent() -> None:
     berth = build(run_loop=True)
     results = batch.submit(berth.core, [make_pod("web"), make_pod("web")])
-    assert [(r.accepted, r.message) for r in results] == [(True, ""), (True, "already submitted")]
+    defaulted = 'spec.schedulerName defaulted to "berth", the only profile'  # no name given: the only profile's
+    assert [(r.accepted, r.message) for r in results] == [(True, defaulted), (True, "already submitted")]
     again = batch.submit(berth.core, [make_pod("web")])
     assert [(r.accepted, r.message) for r in again] == [(True, "already submitted")]
 

@@ -32,8 +32,7 @@ def test_the_wheel_holds_one_top_level_package_with_the_stubs_and_no_tests(tmp_p
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"berth"}
     for needed in (
-        "berth/api/v1/scheduler_pb2.py",
-        "berth/api/v1/scheduler_pb2.pyi",
+        "berth/api/v1/__init__.py",  # re-exports berth_client.api.v1, the one copy of the stubs
         "berth/api/v1/py.typed",
         "berth/cluster/openapi/v1.37.json",
         "berth/framework/__init__.py",

@@ -497,6 +497,7 @@ _BUILDERS: dict[str, Any] = {
     "Scheduler/ListPods": lambda r: scheduler_pb2.ListPodsRequest(
         namespace=r.choice(("", *NAMESPACES)), phase=r.choice(("", "Active", "Bound", "Unschedulable", "Sleeping"))
     ),
+    "Scheduler/ListPodGroups": lambda r: scheduler_pb2.ListPodGroupsRequest(namespace=r.choice(("", *NAMESPACES))),
     "Scheduler/Why": lambda r: scheduler_pb2.WhyRequest(
         namespace=r.choice(NAMESPACES), name=r.choice(("", *POD_NAMES))
     ),
@@ -581,6 +582,7 @@ _WEIGHTS = {
     "Scheduler/ListQueues": 1,
     "Scheduler/GetQueue": 1,
     "Scheduler/ListPods": 1,
+    "Scheduler/ListPodGroups": 1,
     "Scheduler/Why": 2,
     "Scheduler/WhatIf": 2,
     "Cluster/UpsertNodes": 6,

@@ -166,7 +166,7 @@ def test_explain_shows_the_plugin_filtering_and_scoring(workdir: Path, server: t
     nodes = explain(workdir, addr, gpu_pod("wants-a100", gpus=1, annotations={ANNOTATION: "a100"}))
     h100 = nodes["h100"]
     assert not h100["feasible"]
-    assert h100["failingPlugins"] == [{"plugin": "GpuModelAffinity", "reason": REASON, "unresolvable": True}]
+    assert h100["reasons"] == [{"plugin": "GpuModelAffinity", "reason": REASON, "unresolvable": True}]
     assert nodes["a100-busy"]["feasible"] and nodes["a100-idle"]["feasible"]
     # Free GPUs 2 and 8 of 8: normalised to 25 and 100, times the weight 2.
     assert nodes["a100-idle"]["pluginScores"]["GpuModelAffinity"] == 200

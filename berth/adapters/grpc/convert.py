@@ -15,6 +15,7 @@ object they convert; each level prefixes its own field (``_under``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from berth.framework.decision import Decision, Reason
 from berth.quota import QueueStatus
 from berth.scheduling.explain import Explanation, NodeSummary
 from berth.scheduling.loop import QueueState
-from berth.scheduling.visibility import PodRow, Why
+from berth.scheduling.visibility import PodGroupRow, PodRow, Why
 from berth.scheduling.whatif import WhatIf
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "nodes_from_pb",
     "pdb_from_pb",
     "pod_from_pb",
+    "pod_group_rows_to_pb",
     "pod_rows_to_pb",
     "pod_to_pb",
     "podgroup_from_pb",
@@ -1515,6 +1517,11 @@ def pod_rows_to_pb(rows: list[PodRow]) -> spb.ListPodsResponse:
             for r in rows
         ]
     )
+
+
+def pod_group_rows_to_pb(rows: list[PodGroupRow]) -> spb.ListPodGroupsResponse:
+    """``berth get podgroups``' rows (the same fields, by the same names)."""
+    return spb.ListPodGroupsResponse(groups=[spb.PodGroupRow(**dataclasses.asdict(r)) for r in rows])
 
 
 def why_to_pb(w: Why) -> spb.WhyResponse:

@@ -3,7 +3,7 @@
 Mutating RPCs (:data:`MUTATING_METHODS`: the Cluster feed except ListNodes,
 and Scheduler's Submit, Cancel and Bind) need an authenticated client; the
 read-only ones (Filter, Prioritize, Preempt, Explain, WatchDecisions,
-WatchDecisionBatches, ListQueues, GetQueue, ListPods, Why, WhatIf,
+WatchDecisionBatches, ListQueues, GetQueue, ListPods, ListPodGroups, Why, WhatIf,
 ListNodes, health, reflection) stay open. A client is authenticated by
 
 - a client certificate: with ``grpc.tls.clientCAFile`` grpc core refuses, at

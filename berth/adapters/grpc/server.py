@@ -178,6 +178,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         )
         return convert.pod_rows_to_pb(rows)
 
+    async def ListPodGroups(
+        self, request: scheduler_pb2.ListPodGroupsRequest, context: Any
+    ) -> scheduler_pb2.ListPodGroupsResponse:
+        rows = visibility.list_pod_groups(self.core, namespace=request.namespace or None)
+        return convert.pod_group_rows_to_pb(rows)
+
     async def Why(self, request: scheduler_pb2.WhyRequest, context: Any) -> scheduler_pb2.WhyResponse:
         if not request.name:
             raise errors.InvalidArgument("name: required (a pod name)")

@@ -8,7 +8,7 @@ Kubernetes does not see) tells Berth what exists here; the Kubernetes
 adapter and the embedded cluster feed the same core interface.
 """
 
-from berth.api.v1 import cluster_pb2 as _cluster_pb2
+from berth_client.api.v1 import cluster_pb2 as _cluster_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
 import abc as _abc_1

@@ -9,7 +9,7 @@ translates its JSON to exactly these calls. Explain says why, Submit, Cancel
 and WatchDecisions make Berth a scheduler for batch systems.
 """
 
-from berth.api.v1 import scheduler_pb2 as _scheduler_pb2
+from berth_client.api.v1 import scheduler_pb2 as _scheduler_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
 import abc as _abc_1
@@ -92,6 +92,12 @@ class SchedulerStub:
     on which nodes, by which preemptions, and what stopped the count
     (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
     """
+    ListPodGroups: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodGroupsRequest, _scheduler_pb2.ListPodGroupsResponse]
+    """Read-only. Every PodGroup (gang) Berth holds, sorted by namespace then
+    name: its minimum, how many members exist, are placed, wait at Permit
+    or are still queued, and what the queued ones wait for
+    (`berth get podgroups`).
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
@@ -150,6 +156,12 @@ class SchedulerAsyncStub(SchedulerStub):
     each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
     on which nodes, by which preemptions, and what stopped the count
     (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
+    """
+    ListPodGroups: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodGroupsRequest, _scheduler_pb2.ListPodGroupsResponse]  # type: ignore[assignment]
+    """Read-only. Every PodGroup (gang) Berth holds, sorted by namespace then
+    name: its minimum, how many members exist, are placed, wait at Permit
+    or are still queued, and what the queued ones wait for
+    (`berth get podgroups`).
     """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
@@ -290,6 +302,18 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         each seeing the previous (kubernetes-sigs/cluster-capacity semantics),
         on which nodes, by which preemptions, and what stopped the count
         (`berth whatif`). Changes nothing: no pod is placed, nominated or evicted.
+        """
+
+    @_abc_1.abstractmethod
+    def ListPodGroups(
+        self,
+        request: _scheduler_pb2.ListPodGroupsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.ListPodGroupsResponse, _abc.Awaitable[_scheduler_pb2.ListPodGroupsResponse]]:
+        """Read-only. Every PodGroup (gang) Berth holds, sorted by namespace then
+        name: its minimum, how many members exist, are placed, wait at Permit
+        or are still queued, and what the queued ones wait for
+        (`berth get podgroups`).
         """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from berth.api.v1 import scheduler_pb2 as berth_dot_v1_dot_scheduler__pb2
+from berth_client.api.v1 import scheduler_pb2 as berth_dot_v1_dot_scheduler__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -103,6 +103,11 @@ class SchedulerStub:
                 '/berth.v1.Scheduler/WhatIf',
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.FromString,
+                _registered_method=True)
+        self.ListPodGroups = channel.unary_unary(
+                '/berth.v1.Scheduler/ListPodGroups',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
                 _registered_method=True)
 
 
@@ -225,6 +230,16 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPodGroups(self, request, context):
+        """Read-only. Every PodGroup (gang) Berth holds, sorted by namespace then
+        name: its minimum, how many members exist, are placed, wait at Permit
+        or are still queued, and what the queued ones wait for
+        (`berth get podgroups`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -297,6 +312,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.WhatIf,
                     request_deserializer=berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.FromString,
                     response_serializer=berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.SerializeToString,
+            ),
+            'ListPodGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPodGroups,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -677,6 +697,33 @@ class Scheduler:
             '/berth.v1.Scheduler/WhatIf',
             berth_dot_v1_dot_scheduler__pb2.WhatIfRequest.SerializeToString,
             berth_dot_v1_dot_scheduler__pb2.WhatIfResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPodGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/ListPodGroups',
+            berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

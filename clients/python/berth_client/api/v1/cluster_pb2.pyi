@@ -8,7 +8,7 @@ Kubernetes does not see) tells Berth what exists here; the Kubernetes
 adapter and the embedded cluster feed the same core interface.
 """
 
-from berth.api.v1 import model_pb2 as _model_pb2
+from berth_client.api.v1 import model_pb2 as _model_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

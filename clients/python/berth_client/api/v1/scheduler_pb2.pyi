@@ -9,7 +9,7 @@ translates its JSON to exactly these calls. Explain says why, Submit, Cancel
 and WatchDecisions make Berth a scheduler for batch systems.
 """
 
-from berth.api.v1 import model_pb2 as _model_pb2
+from berth_client.api.v1 import model_pb2 as _model_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -1495,3 +1495,137 @@ class WhatIfResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WhatIfResponse: _TypeAlias = WhatIfResponse  # noqa: Y015
+
+@_typing.final
+class ListPodGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Only this namespace ("" every namespace)."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPodGroupsRequest: _TypeAlias = ListPodGroupsRequest  # noqa: Y015
+
+@_typing.final
+class PodGroupRow(_message.Message):
+    """One gang as `berth get podgroups` lists it. Members are the pods labelled
+    `scheduling.x-k8s.io/pod-group: NAME` in the group's namespace.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MinResourcesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    MIN_MEMBER_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    PLACED_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    BOUND_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SCHEDULE_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    MIN_RESOURCES_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    min_member: _builtins.int
+    members: _builtins.int
+    """Members Berth holds."""
+    placed: _builtins.int
+    """Members bound, assumed or waiting at Permit (kube-scheduler's view of
+    a gang: what Coscheduling counts against min_member at Permit).
+    """
+    waiting: _builtins.int
+    """Of the placed ones, those waiting at Permit for the rest of the gang."""
+    bound: _builtins.int
+    """Members bound to a node."""
+    pending: _builtins.int
+    """Members in the scheduling queue (gated, active, backing off or
+    unschedulable).
+    """
+    phase: _builtins.str
+    """scheduler-plugins' PodGroup phases: Pending (fewer members exist than
+    min_member), Scheduling (enough members, fewer than min_member placed),
+    Scheduled (at least min_member placed).
+    """
+    reason: _builtins.str
+    """What the queued members wait for: the latest decision's message about
+    one of them ("" none).
+    """
+    schedule_timeout_seconds: _builtins.int
+    """How long members wait at Permit for the rest; 0 the configured default."""
+    @_builtins.property
+    def min_resources(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        min_member: _builtins.int = ...,
+        members: _builtins.int = ...,
+        placed: _builtins.int = ...,
+        waiting: _builtins.int = ...,
+        bound: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        phase: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        schedule_timeout_seconds: _builtins.int = ...,
+        min_resources: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound", b"bound", "members", b"members", "min_member", b"min_member", "min_resources", b"min_resources", "name", b"name", "namespace", b"namespace", "pending", b"pending", "phase", b"phase", "placed", b"placed", "reason", b"reason", "schedule_timeout_seconds", b"schedule_timeout_seconds", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodGroupRow: _TypeAlias = PodGroupRow  # noqa: Y015
+
+@_typing.final
+class ListPodGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodGroupRow]: ...
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___PodGroupRow] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPodGroupsResponse: _TypeAlias = ListPodGroupsResponse  # noqa: Y015

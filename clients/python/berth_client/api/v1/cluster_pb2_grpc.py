@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from berth.api.v1 import cluster_pb2 as berth_dot_v1_dot_cluster__pb2
+from berth_client.api.v1 import cluster_pb2 as berth_dot_v1_dot_cluster__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
