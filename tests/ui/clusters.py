@@ -1,10 +1,15 @@
-"""A generated N-node embedded cluster for the browser tests."""
+"""Generated clusters for the browser tests: N nodes, and the demo cluster
+with 2000 pending pods."""
 
 from __future__ import annotations
 
 import json
 import random
 from pathlib import Path
+
+import yaml
+
+from tests.support import ROOT
 
 ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 #: (instance type, cpu, memory Gi, pods): the demo cluster's sizes.
@@ -85,4 +90,80 @@ def write_cluster(path: Path, nodes: int, *, seed: int = 13) -> Path:
             free_mem -= m
             pods.append(running_pod(len(pods), f"node-{i:05d}", c, m))
     path.write_text(json.dumps(docs + pods))
+    return path
+
+
+# ---------------------------------------------------------------- 2000 pending pods
+
+#: A queue whose max no pod of PENDING_QUEUED fits under (refused: Rejected).
+SMALL_QUEUE = """
+queues:
+- name: small
+  max: {cpu: "1"}
+- name: default
+"""
+
+
+def pending_pod(
+    namespace: str, name: str, requests: dict[str, str], *, labels: dict[str, str] | None = None, gated: bool = False
+) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "schedulerName": "berth",
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": requests}}],
+    }
+    if gated:
+        spec["schedulingGates"] = [{"name": "example.com/wait"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def pod_group(namespace: str, name: str, min_member: int) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
+#: What :func:`pending_workload` holds: (namespace, how many, what holds them).
+PENDING = {
+    "heavy": 1400,  # 64 cpu each: no node fits
+    "mem": 300,  # 512Gi each: no node fits
+    "gated": 200,  # a scheduling gate never lifted
+    "small": 60,  # in queue small, over its max: Rejected
+    "train": 5,  # gang train, 5 of its minimum 8 present: Gated
+    "shard": 35,  # gangs shard-0..6, 5 of 5 present, each member too big: Unschedulable
+}
+
+
+def pending_workload() -> list[dict[str, object]]:
+    """2000 pods no node takes, in the groups :data:`PENDING` counts."""
+    docs: list[dict[str, object]] = []
+    docs += [pending_pod("heavy", f"heavy-{i}", {"cpu": "64"}) for i in range(PENDING["heavy"])]
+    docs += [pending_pod("mem", f"mem-{i}", {"cpu": "100m", "memory": "512Gi"}) for i in range(PENDING["mem"])]
+    docs += [pending_pod("gated", f"later-{i}", {"cpu": "100m"}, gated=True) for i in range(PENDING["gated"])]
+    docs += [
+        pending_pod("batch", f"small-{i}", {"cpu": "2"}, labels={"berth.dev/queue": "small"})
+        for i in range(PENDING["small"])
+    ]
+    group = "scheduling.x-k8s.io/pod-group"
+    docs.append(pod_group("ml", "train", 8))
+    docs += [pending_pod("ml", f"train-{i}", {"cpu": "1"}, labels={group: "train"}) for i in range(PENDING["train"])]
+    for g in range(PENDING["shard"] // 5):
+        docs.append(pod_group("ml", f"shard-{g}", 5))
+        docs += [
+            pending_pod("ml", f"shard-{g}-{i}", {"nvidia.com/gpu": "8"}, labels={group: f"shard-{g}"}) for i in range(5)
+        ]
+    return docs
+
+
+def write_demo_with_pending(path: Path) -> Path:
+    """The demo cluster (examples/cluster.yaml) and :func:`pending_workload`, as JSON."""
+    demo = [d for d in yaml.safe_load_all((ROOT / "examples/cluster.yaml").read_text()) if d]
+    path.write_text(json.dumps(demo + pending_workload()))
     return path

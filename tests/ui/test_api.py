@@ -6,7 +6,9 @@ is read-only, and that a stopping server ends open event streams at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -293,3 +295,219 @@ async def test_stopping_the_server_ends_open_streams_at_once_not_at_the_grace_pe
         assert await asyncio.wait_for(resp.content.read(), 5) == b""
         resp.release()
     assert berth.core.decisions._watchers == []
+
+
+# ---------------------------------------------------------------- at scale: groups, sorting, gangs
+
+
+def gang_member(name: str, group: str, **kw: Any) -> model.Pod:
+    return pod(name, "1", namespace="ml", labels={model.LABEL_POD_GROUP: group}, **kw)
+
+
+def pod_group(name: str, min_member: int) -> model.PodGroup:
+    meta = model.ObjectMeta(name=name, namespace="ml")
+    return model.PodGroup(metadata=meta, spec=model.PodGroupSpec(min_member=min_member, schedule_timeout_seconds=600))
+
+
+async def quiet(b: Berth, waiting: int) -> None:
+    """Until nothing is active, in flight or backing off and ``waiting`` pods wait at Permit."""
+    for _ in range(2000):
+        c = b.scheduler.queue.counts()
+        if not (c["active"] or c["in_flight"] or c["backoff"]) and len(b.core.waiting.uids()) == waiting:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not quiet: {b.scheduler.queue.counts()}")
+
+
+@pytest.fixture
+async def crowd() -> AsyncIterator[Berth]:
+    """Two 4-cpu nodes. Pending: heavy-0..heavy-11 (no node fits 64 cpu),
+    four pods over queue tight's max (Rejected), the gang ml/pair
+    (minMember 3: two members wait at Permit, the third behind a
+    scheduling gate) and ml/trio (minMember 3, two members: gated)."""
+    cfg = make_config(
+        http={"host": "127.0.0.1", "port": 0},
+        queues=[{"name": "tight", "max": {"cpu": "1"}}, {"name": "default"}],
+    )
+    async with running(cfg) as b:
+        b.nodes(*(make_node(f"n{i}", cpu="4", memory="8Gi", pods=110) for i in range(2)))
+        b.pods(*(pod(f"heavy-{i}", "64", namespace="heavy") for i in range(12)))
+        b.pods(*(pod(f"q-{i}", "2", namespace="batch", labels={LABEL_QUEUE: "tight"}) for i in range(4)))
+        b.core.on_pod_group(pod_group("pair", 3))
+        b.core.on_pod_group(pod_group("trio", 3))
+        gate = {"schedulingGates": [{"name": "example.com/hold"}]}
+        b.pods(gang_member("pair-0", "pair"), gang_member("pair-1", "pair"), gang_member("pair-2", "pair", spec=gate))
+        b.pods(gang_member("trio-0", "trio"), gang_member("trio-1", "trio"))
+        await quiet(b, waiting=2)
+        yield b
+
+
+@pytest.fixture
+async def crowd_client(crowd: Berth) -> AsyncIterator[Client]:
+    async with TestClient(TestServer(server.build_app(crowd.core, crowd.app.extender))) as c:
+        yield c
+
+
+def keys_of(d: dict[str, Any]) -> list[str]:
+    return [f"{p['namespace']}/{p['name']}" for p in d["pods"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("namespace=heavy", [f"heavy/heavy-{i}" for i in range(12)]),  # natural: heavy-2 before heavy-10
+        ("namespace=heavy&order=desc", [f"heavy/heavy-{i}" for i in range(11, -1, -1)]),
+        ("namespace=heavy&sort=node", [f"heavy/heavy-{i}" for i in range(12)]),  # ties by name
+        ("sort=phase&limit=3", ["ml/pair-2", "ml/trio-0", "ml/trio-1"]),  # Gated first, then by name
+        ("sort=phase&order=desc&limit=2", ["batch/q-3", "batch/q-2"]),  # Rejected last
+        ("sort=queue&order=desc&limit=2", ["batch/q-3", "batch/q-2"]),  # tight after default
+        ("sort=reason&namespace=batch&limit=2", ["batch/q-0", "batch/q-1"]),
+        ("namespace=ml&sort=node&limit=3", ["ml/pair-2", "ml/trio-0", "ml/trio-1"]),  # no node first, ties by name
+    ],
+)
+async def test_pods_sort_by_a_column_on_the_server_in_natural_order(
+    crowd_client: Client, query: str, first: list[str]
+) -> None:
+    d = await get(crowd_client, f"/ui/api/pods?{query}")
+    assert keys_of(d)[: len(first)] == first
+
+
+async def test_pods_sorted_by_age_come_youngest_first(crowd_client: Client, crowd: Berth) -> None:
+    await asyncio.sleep(0.05)
+    crowd.pods(pod("newest", "64", namespace="heavy"))
+    await quiet(crowd, waiting=2)
+    d = await get(crowd_client, "/ui/api/pods?sort=age&limit=1")
+    assert keys_of(d) == ["heavy/newest"]
+    d = await get(crowd_client, "/ui/api/pods?sort=age&order=desc&namespace=heavy&limit=1")
+    assert keys_of(d) != ["heavy/newest"]
+
+
+@pytest.mark.parametrize(
+    ("by", "counts"),
+    [
+        ("queue", {"default": 17, "tight": 4}),
+        ("gang", {"": 16, "ml/pair": 3, "ml/trio": 2}),  # waiting at Permit is pending too
+    ],
+)
+async def test_pending_pods_are_counted_by_group_the_largest_first(
+    crowd_client: Client, by: str, counts: dict[str, int]
+) -> None:
+    d = await get(crowd_client, f"/ui/api/pods?by={by}")
+    got = {g["key"]: g["count"] for g in d["groups"]}
+    assert got == counts
+    assert [g["count"] for g in d["groups"]] == sorted(got.values(), reverse=True)
+    assert (d["group_count"], d["total"], d["pods"]) == (len(got), sum(got.values()), [])  # no page: no why computed
+
+
+async def test_pods_grouped_by_reason_share_the_schedulers_message(crowd_client: Client) -> None:
+    d = await get(crowd_client, "/ui/api/pods?by=reason")
+    first, second, *_ = d["groups"]
+    assert (first["count"], first["phases"]) == (12, {"Unschedulable": 12})
+    assert first["key"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    assert (second["count"], second["phases"]) == (4, {"Rejected": 4})
+    assert "queue tight" in second["key"]
+
+
+async def test_a_groups_page_holds_that_group_only_sorted_and_paged_each_row_with_its_why(crowd_client: Client) -> None:
+    groups = (await get(crowd_client, "/ui/api/pods?by=reason"))["groups"]
+    heavy = urllib.parse.quote(groups[0]["key"])
+    d = await get(crowd_client, f"/ui/api/pods?by=reason&group={heavy}&sort=name&order=desc&offset=2&limit=3")
+    assert (d["total"], keys_of(d)) == (12, ["heavy/heavy-9", "heavy/heavy-8", "heavy/heavy-7"])
+    assert all(p["why"].startswith("0/2 nodes are available") for p in d["pods"])
+    d = await get(crowd_client, "/ui/api/pods?by=queue&group=tight")
+    assert keys_of(d) == [f"batch/q-{i}" for i in range(4)]
+    d = await get(crowd_client, "/ui/api/pods?by=gang&group=&namespace=heavy&limit=2")  # "": no gang
+    assert (d["total"], keys_of(d)) == (12, ["heavy/heavy-0", "heavy/heavy-1"])
+
+
+async def test_gangs_show_members_present_of_minimum_and_where_they_wait(crowd_client: Client) -> None:
+    d = await get(crowd_client, "/ui/api/gangs")
+    assert (d["total"], d["incomplete"]) == (2, 2)
+    pair, trio = d["gangs"]
+    assert (pair["gang"], pair["members"], pair["min_member"], pair["placed"], pair["pending"]) == (
+        "ml/pair",
+        3,
+        3,
+        2,
+        1,
+    )
+    gated, at_permit = pair["where"]
+    assert (gated["phase"], gated["count"], gated["nodes"]) == ("Gated", 1, [])
+    assert gated["reason"] == "waiting for scheduling gates: [example.com/hold]"
+    assert (at_permit["phase"], at_permit["count"], at_permit["nodes"]) == ("WaitingOnPermit", 2, ["n0", "n1"])
+    assert (trio["gang"], trio["members"], trio["min_member"], trio["phase"]) == ("ml/trio", 2, 3, "Pending")
+    (waiting,) = trio["where"]
+    assert (waiting["phase"], waiting["count"]) == ("Gated", 2)
+    assert waiting["reason"] == 'pod group "ml/trio" has 2 of 3 required pods'
+    d = await get(crowd_client, "/ui/api/gangs?sort=name&order=desc&limit=1")
+    assert [g["gang"] for g in d["gangs"]] == ["ml/trio"]
+    d = await get(crowd_client, "/ui/api/gangs?q=PAIR")
+    assert [g["gang"] for g in d["gangs"]] == ["ml/pair"]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/ui/api/pods?by=node", "by: 'node' is not one of reason, queue, gang"),
+        ("/ui/api/pods?group=x", "group: needs by (reason, queue or gang)"),
+        (
+            "/ui/api/pods?sort=why",
+            "sort: 'why' is not one of name, queue, phase, position, node, attempts, age, reason",
+        ),
+        ("/ui/api/pods?order=up", "order: 'up' is not one of asc, desc"),
+        ("/ui/api/gangs?sort=age", "sort: 'age' is not one of name, members, min, placed, pending"),
+        ("/ui/api/gangs?limit=201", "limit: 201 is out of range [1, 200]"),
+    ],
+)
+async def test_a_bad_grouping_or_sort_is_a_400_naming_it(crowd_client: Client, path: str, says: str) -> None:
+    body = await get(crowd_client, path, 400)
+    assert says in body["Error"]
+
+
+# ---------------------------------------------------------------- the listing: bounded, shared
+
+
+async def test_the_listing_is_built_in_slices_so_the_loop_keeps_turning(
+    crowd: Berth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With slices of no time each pod is a turn of its own; with long
+    slices the whole walk is one."""
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    pods = len(crowd.core.pods)
+    for slice_seconds, most, least in ((0.0, 10 * pods, pods), (60.0, 2, 0)):
+        monkeypatch.setattr(ui, "SLICE_SECONDS", slice_seconds)
+        turns = 0
+        counter = asyncio.create_task(count_turns())
+        listing = await ui.build_listing(crowd.core)
+        counter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await counter
+        assert least <= turns <= most, (slice_seconds, turns)
+        assert len(listing.rows) == 21  # every pod Berth schedules, whatever the slices
+
+
+async def test_concurrent_requests_share_one_listing_until_it_is_too_old(
+    crowd_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds = 0
+    build = ui.build_listing
+
+    async def counted(core: Any) -> ui.Listing:
+        nonlocal builds
+        builds += 1
+        return await build(core)
+
+    monkeypatch.setattr(ui, "build_listing", counted)
+    paths = ["/ui/api/pods?by=reason", "/ui/api/pods?by=gang&group=ml/pair", "/ui/api/gangs", "/ui/api/pods/ml/pair-0"]
+    await asyncio.gather(*(get(crowd_client, p) for p in paths))
+    assert builds == 1
+    monkeypatch.setattr(ui, "LISTING_MAX_AGE", 0.0)
+    await get(crowd_client, "/ui/api/gangs")
+    assert builds == 2

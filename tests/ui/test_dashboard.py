@@ -139,6 +139,8 @@ def test_submitted_pods_show_up_pending_with_why_and_in_the_live_decisions(
     ready(page, server.url, 50)
     page.wait_for_selector("#live.on")  # the event stream is open
     cpu_before = page.locator('#totals [data-resource="cpu"]').inner_text()
+    # Ungrouped, one row per pod (grouping is tested at scale: test_dashboard_at_scale).
+    page.select_option("#f-by", "")
     server.submit_workload()
     # Live: the decisions arrive on the open page, no reload.
     page.wait_for_selector('#decisions li[data-pod="vision/train-0"][data-kind="Bound"]')
@@ -183,6 +185,7 @@ def test_a_pods_page_gives_the_full_why_and_every_nodes_plugin_scores(
 ) -> None:
     server.submit_workload()
     ready(page, server.url, 50)
+    page.select_option("#f-by", "")
     page.wait_for_selector('#pods tbody tr[data-pod="nlp/bert-3"][data-phase="Unschedulable"]')
     page.click('#pods a:text("nlp/bert-3")')
     page.wait_for_selector('html[data-pod-ready="nlp/bert-3"]')

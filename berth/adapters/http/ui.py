@@ -8,10 +8,13 @@ JSON from ``/ui/api/*`` and the decision stream from server-sent events
 (``/ui/api/decisions``, the WHATWG ``EventSource`` protocol). Every route is
 a GET: the dashboard changes nothing.
 
-Sized for 5000 nodes: the heat map's data is one compact array per resource
-(each node's requested share in permille, computed on the snapshot's arrays
-in one numpy step) that the page draws on a ``<canvas>``; lists (pods, a
-pod's nodes) come a page at a time.
+Sized for 5000 nodes and thousands of pending pods: the heat map's data is
+one compact array per resource (each node's requested share in permille,
+computed on the snapshot's arrays in one numpy step) that the page draws on
+a ``<canvas>``; lists (pods, gangs, a pod's nodes) are grouped, sorted and
+paged here and come a page at a time. The pods behind them are listed in
+slices that give the event loop a turn (:func:`build_listing`), once for
+all the requests of one refresh of the page (:data:`LISTING_MAX_AGE`).
 
 ::
 
@@ -19,8 +22,12 @@ pod's nodes) come a page at a time.
     GET /ui/api/nodes                    heat map: names, flags, permille per resource, totals
     GET /ui/api/nodes/{name}             one node: allocatable, requested, labels, taints, pods
     GET /ui/api/queues                   core.quota.status()
-    GET /ui/api/pods?phase=&namespace=&queue=&q=&offset=&limit=
-                                         visibility.list_pods, each row with why().summary
+    GET /ui/api/pods?phase=&namespace=&queue=&q=&by=&group=&sort=&order=&offset=&limit=
+                                         the listing filtered; by=reason|queue|gang: the groups and
+                                         their counts, and with group=KEY that group's page; each
+                                         row of a page with why().summary
+    GET /ui/api/gangs?q=&sort=&order=&offset=&limit=
+                                         visibility.list_pod_groups, with where the members wait
     GET /ui/api/pods/{namespace}/{name}?offset=&limit=&show=all|feasible|infeasible
                                          why() and explain(): per-node verdicts and plugin scores
     GET /ui/api/decisions?replay=N       text/event-stream of decisions (event "decision")
@@ -34,6 +41,7 @@ import dataclasses
 import heapq
 import importlib.resources
 import pathlib
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -129,7 +137,9 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
 
 
 def _choice(request: web.Request, name: str, choices: tuple[str, ...], default: str) -> str:
-    value = request.query.get(name) or default
+    value = request.query.get(name)
+    if not value:
+        return default
     if value not in choices:
         raise InvalidArgument(f"{name}: {value[:40]!r} is not one of {', '.join(choices)}")
     return value
@@ -214,7 +224,115 @@ def queues(core: Core) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------- the pods listing
+
+#: How long one listing of the pods answers requests: a refresh of the page
+#: asks for the groups, each open group's page and the gangs at once, and
+#: each would otherwise walk every pod again.
+LISTING_MAX_AGE = 1.0
+#: How long building a listing works before the event loop gets a turn
+#: (as WhatIf's slices): 2000 pending pods are ~80 ms of rows.
+SLICE_SECONDS = 0.01
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """Sorts ``heavy-2`` before ``heavy-10``: the runs of digits compare as
+    numbers (strings and numbers alternate, so the tuples always compare)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(text)))
+
+
+@dataclasses.dataclass(slots=True)
+class Listed:
+    """A pod as the dashboard lists it: visibility's row, its gang and its
+    name's sort key (computed once per listing, not per request)."""
+
+    row: visibility.PodRow
+    gang: str  # NAMESPACE/NAME of its PodGroup ("" none)
+    key: tuple[str | int, ...]
+
+
+@dataclasses.dataclass(slots=True)
+class Listing:
+    """One moment's pods: what every ``/ui/api/pods`` and ``/ui/api/gangs``
+    request within :data:`LISTING_MAX_AGE` reads."""
+
+    rows: list[Listed]
+    by_key: dict[str, Listed]
+    built: float
+
+
+async def build_listing(core: Core) -> Listing:
+    """Every pod Berth schedules, as :func:`visibility.list_pods` lists them,
+    built a slice of :data:`SLICE_SECONDS` at a time: the loop goes on
+    between slices, so a row is its pod's as the walk reached it."""
+    loop = asyncio.get_running_loop()
+    positions = visibility._positions(core)
+    pods = iter(core.pods.all())
+    rows: list[Listed] = []
+    while True:
+        await asyncio.sleep(0)
+        started = time.perf_counter()
+        for pod in pods:
+            for p, phase, node in visibility._ours(core, (pod,)):
+                row = visibility._row(core, p, phase, node, positions)
+                group = p.metadata.labels.get(model.LABEL_POD_GROUP)
+                rows.append(Listed(row, model.pod_key(row.namespace, group) if group else "", natural_key(row.key)))
+            if time.perf_counter() - started >= SLICE_SECONDS:
+                break
+        else:
+            break
+    rows.sort(key=lambda i: i.key)
+    return Listing(rows, {i.row.key: i for i in rows}, loop.time())
+
+
+class _Listings:
+    """The latest listing and the lock that makes concurrent requests wait
+    for one build instead of each starting its own."""
+
+    def __init__(self) -> None:
+        self.latest: Listing | None = None
+        self.lock = asyncio.Lock()
+
+    async def get(self, core: Core) -> Listing:
+        async with self.lock:
+            now = asyncio.get_running_loop().time()
+            if self.latest is None or now - self.latest.built >= LISTING_MAX_AGE:
+                self.latest = await build_listing(core)
+            return self.latest
+
+
 # ---------------------------------------------------------------- pods
+
+
+#: What pending pods are grouped by: their last reason (the decision's
+#: message: kube-scheduler's "0/N nodes are available: ..."), queue or gang.
+GROUP_BY = ("reason", "queue", "gang")
+#: The most groups one answer names (the largest; ``group_count`` says how many there are).
+MAX_GROUPS = 200
+_ORDERS = ("asc", "desc")
+_PHASE_RANK = {p: i for i, p in enumerate(visibility.PHASES)}
+#: Sort keys by column; names and nodes in natural order, ties by the pod's name.
+_POD_SORTS: dict[str, Callable[[Listed], Any]] = {
+    "name": lambda i: i.key,
+    "queue": lambda i: (natural_key(i.row.queue), i.key),
+    "phase": lambda i: (_PHASE_RANK.get(i.row.phase, len(_PHASE_RANK)), i.key),
+    "position": lambda i: (i.row.position == 0, i.row.position, i.key),  # not waiting in a lane: last
+    "node": lambda i: (natural_key(i.row.node), i.key),
+    "attempts": lambda i: (i.row.attempts, i.key),
+    "age": lambda i: (-i.row.created, i.key),  # youngest first
+    "reason": lambda i: (i.row.reason, i.key),
+}
+
+
+def group_of(item: Listed, by: str) -> str:
+    """The group ``item`` falls in when grouping ``by`` ("" : none)."""
+    if by == "queue":
+        return item.row.queue
+    if by == "gang":
+        return item.gang
+    return item.row.reason
 
 
 def _row(row: visibility.PodRow, now: float) -> dict[str, Any]:
@@ -225,30 +343,39 @@ def _row(row: visibility.PodRow, now: float) -> dict[str, Any]:
 
 async def pods_page(
     core: Core,
+    listing: Listing,
     *,
     phase: str = "pending",
     namespace: str = "",
     queue: str = "",
     text: str = "",
+    by: str = "",
+    group: str | None = None,
+    sort: str = "name",
+    order: str = "asc",
     offset: int = 0,
     limit: int = PODS_LIMIT,
 ) -> dict[str, Any]:
-    """A page of :func:`visibility.list_pods`, filtered; each row of the page
-    (only those) carries its ``why`` summary. ``phase`` is a phase name,
-    ``pending`` (the waiting phases) or ``all``.
+    """The pods of ``listing``, filtered: grouped ``by`` a column (each
+    group with its count, the largest first), and a page of them sorted by
+    ``sort`` — of one ``group`` when grouped. ``phase`` is a phase name,
+    ``pending`` (the waiting phases) or ``all``. Each row of the page (only
+    those) carries its ``why`` summary; a grouped answer without ``group``
+    has no page.
 
     A ``why`` judges every node (some 20 ms on 5000 nodes): the loop gets a
     turn between rows, so a page of them never stalls scheduling for long.
-    The listing and its counts are one moment's; each row's ``why`` its own."""
-    rows = visibility.list_pods(core)
+    Counts and order are the listing's; each row's ``why`` its own."""
+    rows = listing.rows
     phases: dict[str, int] = {}
-    for r in rows:
-        phases[r.phase] = phases.get(r.phase, 0) + 1
-    namespaces = sorted({r.namespace for r in rows})
-    queue_names = sorted({r.queue for r in rows if r.queue})
+    for i in rows:
+        phases[i.row.phase] = phases.get(i.row.phase, 0) + 1
+    namespaces = sorted({i.row.namespace for i in rows}, key=natural_key)
+    queue_names = sorted({i.row.queue for i in rows if i.row.queue}, key=natural_key)
     needle = text.lower()
 
-    def keep(r: visibility.PodRow) -> bool:
+    def keep(i: Listed) -> bool:
+        r = i.row
         if phase == "pending" and r.phase not in PENDING_PHASES:
             return False
         if phase not in _PHASE_FILTERS and r.phase != phase:
@@ -257,44 +384,64 @@ async def pods_page(
             return False
         if queue and r.queue != queue:
             return False
-        return not needle or needle in f"{r.namespace}/{r.name}".lower() or needle in r.reason.lower()
+        return not needle or needle in r.key.lower() or needle in r.reason.lower()
 
-    chosen = [r for r in rows if keep(r)]
-    now = time.time()  # PodRow.created is unix seconds
-    page = []
-    for k, r in enumerate(chosen[offset : offset + limit]):
-        if k:
-            await asyncio.sleep(0)
-        item = _row(r, now)
-        try:
-            item["why"] = visibility.why(core, f"{r.namespace}/{r.name}").summary
-        except NotFound:  # gone between the listing and now
-            item["why"] = ""
-        page.append(item)
-    return {
+    chosen = [i for i in rows if keep(i)]
+    out: dict[str, Any] = {
         "total": len(chosen),
         "offset": offset,
         "limit": limit,
+        "sort": sort,
+        "order": order,
         "phases": phases,
         "namespaces": namespaces,
         "queues": queue_names,
-        "pods": page,
+        "pods": [],
     }
+    if by:
+        groups: dict[str, dict[str, int]] = {}
+        for i in chosen:
+            counts = groups.setdefault(group_of(i, by), {})
+            counts[i.row.phase] = counts.get(i.row.phase, 0) + 1
+        largest = heapq.nsmallest(MAX_GROUPS, groups.items(), key=lambda kv: (-sum(kv[1].values()), natural_key(kv[0])))
+        out["by"] = by
+        out["group_count"] = len(groups)
+        out["groups"] = [{"key": k, "count": sum(c.values()), "phases": c} for k, c in largest]
+        if group is None:
+            return out
+        chosen = [i for i in chosen if group_of(i, by) == group]
+        out["group"] = group
+        out["total"] = len(chosen)
+    now = time.time()  # PodRow.created is unix seconds
+    page = out["pods"]
+    if (sort, order) != ("name", "asc"):  # else the listing's own order
+        chosen.sort(key=_POD_SORTS[sort], reverse=order == "desc")
+    for k, i in enumerate(chosen[offset : offset + limit]):
+        if k:
+            await asyncio.sleep(0)
+        item = _row(i.row, now)
+        item["gang"] = i.gang
+        try:
+            item["why"] = visibility.why(core, i.row.key).summary
+        except NotFound:  # gone since the listing
+            item["why"] = ""
+        page.append(item)
+    return out
 
 
-def pod_page(core: Core, key: str, *, offset: int = 0, limit: int = NODES_LIMIT, show: str = "all") -> dict[str, Any]:
+def pod_page(
+    core: Core, listing: Listing, key: str, *, offset: int = 0, limit: int = NODES_LIMIT, show: str = "all"
+) -> dict[str, Any]:
     """A pod's full ``why`` and, while it waits, ``explain``: every node's
     verdict with each plugin's score (feasible nodes first, best score
-    first), a page of them."""
+    first), a page of them. Its row (attempts, age, requests) is the
+    listing's."""
     answer = visibility.why(core, key)  # NotFound for an unknown pod
     pod = core.pods.by_key(key)
-    row = next(
-        (r for r in visibility.list_pods(core, namespace=key.split("/", 1)[0]) if f"{r.namespace}/{r.name}" == key),
-        None,
-    )
+    listed = listing.by_key.get(key)
     out: dict[str, Any] = {
         "pod": key,
-        "row": _row(row, time.time()) if row is not None else None,
+        "row": _row(listed.row, time.time()) if listed is not None else None,
         "why": dataclasses.asdict(answer),
         "explain": None,
     }
@@ -321,6 +468,87 @@ def pod_page(core: Core, key: str, *, offset: int = 0, limit: int = NODES_LIMIT,
         "nodes": [dataclasses.asdict(n) for n in nodes[offset : offset + limit]],
     }
     return out
+
+
+# ---------------------------------------------------------------- gangs
+
+GANGS_LIMIT = 50
+MAX_GANGS_LIMIT = 200
+#: Nodes named where a gang's members wait (the count is always exact).
+GANG_NODES_SHOWN = 10
+
+_GANG_SORTS: dict[str, Callable[[visibility.PodGroupRow], Any]] = {
+    "name": lambda g: natural_key(f"{g.namespace}/{g.name}"),
+    "members": lambda g: (g.members, natural_key(f"{g.namespace}/{g.name}")),
+    "min": lambda g: (g.min_member, natural_key(f"{g.namespace}/{g.name}")),
+    "placed": lambda g: (g.placed, natural_key(f"{g.namespace}/{g.name}")),
+    "pending": lambda g: (g.pending, natural_key(f"{g.namespace}/{g.name}")),
+}
+
+
+def _where(members: list[Listed]) -> list[dict[str, Any]]:
+    """Where a gang's members not bound wait: per phase, how many, on which
+    nodes (those at Permit hold one; others may be nominated) and the
+    commonest reason."""
+    by_phase: dict[str, list[Listed]] = {}
+    for i in members:
+        if i.row.phase != "Bound":
+            by_phase.setdefault(i.row.phase, []).append(i)
+    out = []
+    for phase in sorted(by_phase, key=lambda p: _PHASE_RANK.get(p, len(_PHASE_RANK))):
+        ms = by_phase[phase]
+        nodes = sorted({i.row.node for i in ms if i.row.node}, key=natural_key)
+        reasons: dict[str, int] = {}
+        for i in ms:
+            if i.row.reason:
+                reasons[i.row.reason] = reasons.get(i.row.reason, 0) + 1
+        out.append(
+            {
+                "phase": phase,
+                "count": len(ms),
+                "nodes": nodes[:GANG_NODES_SHOWN],
+                "node_count": len(nodes),
+                "reason": max(reasons, key=lambda r: (reasons[r], r)) if reasons else "",
+            }
+        )
+    return out
+
+
+def gangs_page(
+    core: Core,
+    listing: Listing,
+    *,
+    text: str = "",
+    sort: str = "name",
+    order: str = "asc",
+    offset: int = 0,
+    limit: int = GANGS_LIMIT,
+) -> dict[str, Any]:
+    """Every PodGroup (:func:`visibility.list_pod_groups`: minMember,
+    members present, placed, pending) and, from the listing, where its
+    members wait; a page of them."""
+    members: dict[str, list[Listed]] = {}
+    for i in listing.rows:
+        if i.gang:
+            members.setdefault(i.gang, []).append(i)
+    needle = text.lower()
+    groups = [g for g in visibility.list_pod_groups(core) if not needle or needle in f"{g.namespace}/{g.name}".lower()]
+    groups.sort(key=_GANG_SORTS[sort], reverse=order == "desc")
+    page = []
+    for g in groups[offset : offset + limit]:
+        item = dataclasses.asdict(g)
+        item["gang"] = key = model.pod_key(g.namespace, g.name)
+        item["where"] = _where(members.get(key, []))
+        page.append(item)
+    return {
+        "total": len(groups),
+        "offset": offset,
+        "limit": limit,
+        "sort": sort,
+        "order": order,
+        "incomplete": sum(1 for g in groups if g.placed < g.min_member),
+        "gangs": page,
+    }
 
 
 # ---------------------------------------------------------------- decisions
@@ -376,27 +604,46 @@ def add_routes(app: web.Application, core: Core) -> None:
 
         return handler
 
-    async def get_pods(request: web.Request) -> web.Response:
-        page = await pods_page(
-            core,
-            phase=_choice(request, "phase", _PHASE_FILTERS + visibility.PHASES, "pending"),
-            namespace=request.query.get("namespace", ""),
-            queue=request.query.get("queue", ""),
-            text=request.query.get("q", ""),
-            offset=_int_param(request, "offset", 0, 0, 1 << 31),
-            limit=_int_param(request, "limit", PODS_LIMIT, 1, MAX_PODS_LIMIT),
-        )
-        return _json(page)
+    listings = _Listings()
 
-    def get_pod(request: web.Request) -> Any:
+    async def get_pods(request: web.Request) -> web.Response:
+        # Every parameter is checked before the listing is built or waited for.
+        kw: dict[str, Any] = {
+            "phase": _choice(request, "phase", _PHASE_FILTERS + visibility.PHASES, "pending"),
+            "namespace": request.query.get("namespace", ""),
+            "queue": request.query.get("queue", ""),
+            "text": request.query.get("q", ""),
+            "by": _choice(request, "by", GROUP_BY, ""),
+            "group": request.query.get("group"),
+            "sort": _choice(request, "sort", tuple(_POD_SORTS), "name"),
+            "order": _choice(request, "order", _ORDERS, "asc"),
+            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
+            "limit": _int_param(request, "limit", PODS_LIMIT, 1, MAX_PODS_LIMIT),
+        }
+        if kw["group"] is not None and not kw["by"]:
+            raise InvalidArgument("group: needs by (reason, queue or gang)")
+        return _json(await pods_page(core, await listings.get(core), **kw))
+
+    async def get_pod(request: web.Request) -> web.Response:
         key = f"{request.match_info['namespace']}/{request.match_info['name']}"
-        return pod_page(
-            core,
-            key,
-            offset=_int_param(request, "offset", 0, 0, 1 << 31),
-            limit=_int_param(request, "limit", NODES_LIMIT, 1, MAX_NODES_LIMIT),
-            show=_choice(request, "show", _SHOW, "all"),
-        )
+        kw: dict[str, Any] = {
+            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
+            "limit": _int_param(request, "limit", NODES_LIMIT, 1, MAX_NODES_LIMIT),
+            "show": _choice(request, "show", _SHOW, "all"),
+        }
+        listing = await listings.get(core)
+        # No await between here and the answer: one consistent state.
+        return _json(pod_page(core, listing, key, **kw))
+
+    async def get_gangs(request: web.Request) -> web.Response:
+        kw: dict[str, Any] = {
+            "text": request.query.get("q", ""),
+            "sort": _choice(request, "sort", tuple(_GANG_SORTS), "name"),
+            "order": _choice(request, "order", _ORDERS, "asc"),
+            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
+            "limit": _int_param(request, "limit", GANGS_LIMIT, 1, MAX_GANGS_LIMIT),
+        }
+        return _json(gangs_page(core, await listings.get(core), **kw))
 
     async def decisions(request: web.Request) -> web.StreamResponse:
         replay = _int_param(request, "replay", DEFAULT_REPLAY, 0, MAX_REPLAY)
@@ -443,6 +690,7 @@ def add_routes(app: web.Application, core: Core) -> None:
     app.router.add_get("/ui/api/nodes/{name}", api(lambda r: node_detail(core, r.match_info["name"])))
     app.router.add_get("/ui/api/queues", api(lambda _: queues(core)))
     app.router.add_get("/ui/api/pods", get_pods)
-    app.router.add_get("/ui/api/pods/{namespace}/{name}", api(get_pod))
+    app.router.add_get("/ui/api/pods/{namespace}/{name}", get_pod)
+    app.router.add_get("/ui/api/gangs", get_gangs)
     app.router.add_get("/ui/api/decisions", decisions)
     app.router.add_get("/ui/{file}", static)

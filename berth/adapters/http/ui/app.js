@@ -1,8 +1,11 @@
 // Berth dashboard: vanilla JavaScript, no framework, no build step.
 // Reads /ui/api/* (JSON) and /ui/api/decisions (server-sent events); read-only.
 // Markers for tests and people: <html data-nodes-drawn="N"> once the heat map
-// is drawn, data-pods-ready / data-queues-ready / data-pod-ready likewise,
-// and window.berthTimings.heatmapDrawnMs (performance.now() at the first draw).
+// is drawn, data-pods-ready / data-pod-groups / data-gangs-ready /
+// data-queues-ready / data-pod-ready / data-node-matches likewise, the heat
+// map's tile layout on the canvas (data-cols, data-pitch, data-cell), and
+// window.berthTimings.heatmapDrawnMs (performance.now() at the first draw).
+// Every value is set as text (textContent, attributes): none is parsed as HTML.
 "use strict";
 
 (function () {
@@ -80,7 +83,9 @@
 
   // ------------------------------------------------------------ nodes heat map
 
-  const heat = { data: null, resource: "cpu", order: "name", rows: null, layout: null, drawn: false };
+  const heat = { data: null, resource: "cpu", order: "name", rows: null, layout: null, drawn: false, match: null };
+  // Names in natural order: node-2 before node-10.
+  const natural = new Intl.Collator("en", { numeric: true }).compare;
   const canvas = $("#heatmap");
   const tip = $("#tip");
 
@@ -101,9 +106,12 @@
   function orderRows() {
     const d = heat.data, n = d.count;
     const idx = Array.from({ length: n }, (_, i) => i);
+    const byName = (a, b) => natural(d.names[a], d.names[b]);
     if (heat.order === "usage") {
       const u = d.used[heat.resource] || [];
-      idx.sort((a, b) => (u[b] ?? -1) - (u[a] ?? -1) || a - b);
+      idx.sort((a, b) => (u[b] ?? -1) - (u[a] ?? -1) || byName(a, b));
+    } else {
+      idx.sort(byName);
     }
     heat.rows = idx;
   }
@@ -130,6 +138,7 @@
       const i = heat.rows[k];
       const x = (k % cols) * pitch, y = Math.floor(k / cols) * pitch;
       const p = used[i] ?? -1;
+      ctx.globalAlpha = heat.match && !heat.match[i] ? 0.18 : 1; // a search dims the other nodes
       ctx.fillStyle = d.flags[i] & 1 ? "#2c2f36" : color(p);
       ctx.fillRect(x, y, cell, cell);
       if (d.flags[i] & 1 && p >= 0) { // cordoned: its usage as an inner square
@@ -141,7 +150,10 @@
         ctx.fillText(String(Math.round(p / 10)), x + cell / 2, y + cell / 2);
       }
     }
+    ctx.globalAlpha = 1;
     heat.layout = { cols, pitch, cell };
+    // Where the k-th tile is, for tests and people: (k % cols, k / cols) * pitch.
+    Object.assign(canvas.dataset, { cols: String(cols), pitch: String(pitch), cell: String(cell) });
     canvas.dataset.drawn = String(d.count);
     canvas.dataset.resource = heat.resource;
     if (!heat.drawn) {
@@ -170,7 +182,7 @@
     if (!d.resources.includes(heat.resource)) heat.resource = d.resources[0] || "cpu";
     box.replaceChildren(...d.resources.map((r) => el("button", {
       type: "button", class: r === heat.resource ? "on" : "", "data-resource": r, text: r,
-      onclick: () => { heat.resource = r; drawResourceButtons(); orderRows(); drawHeat(); },
+      onclick: () => { heat.resource = r; drawResourceButtons(); orderRows(); drawHeat(); drawNodeList(); },
     })));
   }
 
@@ -181,6 +193,7 @@
     drawResourceButtons();
     drawTotals();
     orderRows();
+    drawNodeList();
     drawHeat();
     counters.nodes = d.count;
     drawCounters();
@@ -211,7 +224,36 @@
   });
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
   canvas.addEventListener("click", (ev) => { const i = nodeAt(ev); if (i >= 0) showNode(heat.data.names[i]); });
-  $("#node-order").addEventListener("change", (ev) => { heat.order = ev.target.value; orderRows(); drawHeat(); });
+  $("#node-order").addEventListener("change", (ev) => { heat.order = ev.target.value; orderRows(); drawHeat(); drawNodeList(); });
+
+  // The node list under the heat map: the first nodes in the map's order,
+  // or those whose name holds the search text (their tiles stay lit).
+  const NODE_LIST_SHOWN = 60;
+  const nodeSearch = $("#node-search");
+
+  function drawNodeList() {
+    const d = heat.data;
+    if (!d) return;
+    const needle = nodeSearch.value.trim().toLowerCase();
+    heat.match = needle ? d.names.map((n) => n.toLowerCase().includes(needle)) : null;
+    const found = heat.match ? heat.rows.filter((i) => heat.match[i]) : heat.rows;
+    const used = d.used[heat.resource] || [];
+    $("#node-list").replaceChildren(...found.slice(0, NODE_LIST_SHOWN).map((i) => el("li", { "data-node": d.names[i] },
+      el("button", { type: "button", onclick: () => showNode(d.names[i]) },
+        el("span", { class: "sw", style: `background:${d.flags[i] & 1 ? "#2c2f36" : color(used[i] ?? -1)}` }),
+        el("span", { class: "name", text: d.names[i] }), el("span", { class: "muted", text: ` ${pct(used[i] ?? -1)}` })))));
+    const shown = Math.min(found.length, NODE_LIST_SHOWN);
+    $("#node-matches").textContent = needle
+      ? `${found.length} of ${d.count} match${found.length > shown ? `, first ${shown} listed` : ""}`
+      : `first ${shown} of ${d.count}${d.count > shown ? ": type to find others" : ""}`;
+    root.dataset.nodeMatches = String(found.length);
+  }
+
+  let nodeSearchTimer = 0;
+  nodeSearch.addEventListener("input", () => {
+    clearTimeout(nodeSearchTimer);
+    nodeSearchTimer = setTimeout(() => { drawNodeList(); drawHeat(); }, 120);
+  });
   let resizeTimer = 0;
   window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawHeat, 100); });
 
@@ -277,8 +319,14 @@
 
   // ------------------------------------------------------------ pods
 
-  const pods = { offset: 0, limit: 25 };
-  const filters = { text: $("#f-text"), phase: $("#f-phase"), namespace: $("#f-namespace"), queue: $("#f-queue") };
+  // Sorting and paging happen on the server (2000 pending pods are not
+  // sent to the page); grouped, the server counts the groups and each open
+  // group asks for its own page.
+  const pods = { offset: 0, limit: 25, sort: "name", order: "asc", open: new Map() };
+  const filters = { text: $("#f-text"), phase: $("#f-phase"), namespace: $("#f-namespace"), queue: $("#f-queue"), by: $("#f-by") };
+  const POD_COLUMNS = [["pod", "name"], ["queue", "queue"], ["phase", "phase"], ["pos", "position", "num"],
+    ["node", "node"], ["attempts", "attempts", "num"], ["age", "age", "num"], ["why", "reason"]];
+  const GROUP_NONE = { reason: "no reason yet", queue: "no queue", gang: "no gang" };
 
   function fillSelect(sel, values, first) {
     const keep = sel.value;
@@ -289,12 +337,52 @@
     sel.value = opts.some(([v]) => v === keep) ? keep : opts[0][0];
   }
 
-  const refreshPods = coalesced(async () => {
-    const q = new URLSearchParams({ phase: filters.phase.value, offset: pods.offset, limit: pods.limit });
+  // A table head whose columns sort (state.sort / state.order) on click;
+  // a second click on the sorted column reverses it. Redrawn at once, the
+  // rows follow when the server answers.
+  function sortableHead(thead, columns, state, reload, extra) {
+    thead.replaceChildren(el("tr", {}, ...columns.map(([label, key, cls]) => {
+      const on = state.sort === key;
+      return el("th", { class: `sortable ${cls || ""}`, "data-sort": key, "aria-sort": on ? (state.order === "asc" ? "ascending" : "descending") : "none" },
+        el("button", { type: "button", text: label + (on ? (state.order === "asc" ? " ▲" : " ▼") : ""),
+          onclick: () => {
+            if (on) state.order = state.order === "asc" ? "desc" : "asc";
+            else Object.assign(state, { sort: key, order: "asc" });
+            state.offset = 0;
+            for (const g of state.open?.values() || []) g.offset = 0;
+            sortableHead(thead, columns, state, reload, extra);
+            reload();
+          } }));
+    }), ...(extra || []).map((label) => el("th", { text: label }))));
+  }
+
+  function podsQuery(extra) {
+    const q = new URLSearchParams({ phase: filters.phase.value, sort: pods.sort, order: pods.order, ...extra });
     if (filters.namespace.value) q.set("namespace", filters.namespace.value);
     if (filters.queue.value) q.set("queue", filters.queue.value);
     if (filters.text.value.trim()) q.set("q", filters.text.value.trim());
-    const d = await getJSON(`api/pods?${q}`);
+    return q;
+  }
+
+  function podRow(p) {
+    return el("tr", { "data-pod": `${p.namespace}/${p.name}`, "data-phase": p.phase },
+      el("td", {}, podLink(`${p.namespace}/${p.name}`)),
+      el("td", { text: p.queue || "–" }),
+      el("td", {}, badge(p.phase)),
+      el("td", { class: "num", text: p.position || "" }),
+      el("td", { text: p.node || (p.nominated_node ? `→ ${p.nominated_node}` : "") }),
+      el("td", { class: "num", text: p.attempts }),
+      el("td", { class: "num", text: age(p.age) }),
+      el("td", { class: "why", text: p.why || p.reason }));
+  }
+
+  function phaseBadges(phases) {
+    return Object.entries(phases).sort((a, b) => b[1] - a[1]).map(([ph, n]) => el("span", { class: "count" }, badge(ph), ` ${n}`));
+  }
+
+  const refreshPods = coalesced(async () => {
+    const by = filters.by.value;
+    const d = await getJSON(`api/pods?${podsQuery(by ? { by } : { offset: pods.offset, limit: pods.limit })}`);
     const pendingCount = Object.entries(d.phases).filter(([p]) => PENDING.has(p)).reduce((s, [, n]) => s + n, 0);
     counters.pending = pendingCount;
     counters.bound = (d.phases.Bound || 0) + (d.phases.Assumed || 0);
@@ -304,21 +392,44 @@
     fillSelect(filters.namespace, d.namespaces, [["", "all namespaces"]]);
     fillSelect(filters.queue, d.queues, [["", "all queues"]]);
     $("#pods-count").textContent = `${d.total}`;
+    sortableHead($("#pods thead"), POD_COLUMNS, pods, refreshPods);
     const tbody = $("#pods tbody");
-    if (!d.pods.length) {
-      tbody.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty", text: "No pods match." })));
-    } else {
-      tbody.replaceChildren(...d.pods.map((p) => el("tr", { "data-pod": `${p.namespace}/${p.name}`, "data-phase": p.phase },
-        el("td", {}, podLink(`${p.namespace}/${p.name}`)),
-        el("td", { text: p.queue || "–" }),
-        el("td", {}, badge(p.phase)),
-        el("td", { class: "num", text: p.position || "" }),
-        el("td", { text: p.node || (p.nominated_node ? `→ ${p.nominated_node}` : "") }),
-        el("td", { class: "num", text: p.attempts }),
-        el("td", { class: "num", text: age(p.age) }),
-        el("td", { class: "why", text: p.why || p.reason }))));
+    const cols = POD_COLUMNS.length;
+    if (!by) {
+      tbody.replaceChildren(...(d.pods.length ? d.pods.map(podRow) : [el("tr", {}, el("td", { colspan: cols, class: "empty", text: "No pods match." }))]));
+      pager($("#pods-pager"), d.total, pods, refreshPods);
+      $("#pods-pager").hidden = false;
+      delete root.dataset.podGroups;
+      root.dataset.podsReady = String(d.total);
+      return;
     }
-    pager($("#pods-pager"), d.total, pods, refreshPods);
+    // Grouped: a header row per group (the largest first), its page under it when open.
+    $("#pods-pager").hidden = true;
+    for (const k of [...pods.open.keys()]) if (!d.groups.some((g) => g.key === k)) pods.open.delete(k);
+    const pages = await Promise.all(d.groups.map((g) => pods.open.has(g.key)
+      ? getJSON(`api/pods?${podsQuery({ by, group: g.key, offset: pods.open.get(g.key).offset, limit: pods.limit })}`) : null));
+    const rows = [];
+    d.groups.forEach((g, i) => {
+      const open = pods.open.has(g.key);
+      rows.push(el("tr", { class: "group", "data-group": g.key, "data-count": g.count, "aria-expanded": String(open) },
+        el("td", { colspan: cols },
+          el("button", { type: "button", class: "toggle", "aria-label": open ? "collapse" : "expand", text: open ? "▾" : "▸",
+            onclick: () => { if (open) pods.open.delete(g.key); else pods.open.set(g.key, { offset: 0, limit: pods.limit }); refreshPods(); } }),
+          el("b", { class: "count-n", text: String(g.count) }), " ",
+          el("span", { class: g.key ? "group-key" : "group-key muted", text: g.key || GROUP_NONE[by] }),
+          el("span", { class: "phases" }, ...phaseBadges(g.phases)))));
+      const page = pages[i];
+      if (!page) return;
+      rows.push(...page.pods.map(podRow));
+      const box = el("div", { class: "pager" });
+      pager(box, page.total, pods.open.get(g.key), refreshPods);
+      rows.push(el("tr", { class: "group-pager" }, el("td", { colspan: cols }, box)));
+    });
+    if (d.group_count > d.groups.length) {
+      rows.push(el("tr", {}, el("td", { colspan: cols, class: "empty", text: `${d.group_count - d.groups.length} smaller groups not shown: filter to narrow.` })));
+    }
+    tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: cols, class: "empty", text: "No pods match." }))]));
+    root.dataset.podGroups = String(d.group_count);
     root.dataset.podsReady = String(d.total);
   });
 
@@ -332,9 +443,49 @@
         onclick: () => { state.offset += state.limit; reload(); } }));
   }
 
+  function resetPods() { pods.offset = 0; pods.open.clear(); refreshPods(); }
   let textTimer = 0;
-  filters.text.addEventListener("input", () => { clearTimeout(textTimer); textTimer = setTimeout(() => { pods.offset = 0; refreshPods(); }, 200); });
-  for (const s of [filters.phase, filters.namespace, filters.queue]) s.addEventListener("change", () => { pods.offset = 0; refreshPods(); });
+  filters.text.addEventListener("input", () => { clearTimeout(textTimer); textTimer = setTimeout(resetPods, 200); });
+  for (const s of [filters.phase, filters.namespace, filters.queue, filters.by]) s.addEventListener("change", resetPods);
+
+  // ------------------------------------------------------------ gangs
+
+  const gangs = { offset: 0, limit: 25, sort: "name", order: "asc" };
+  const GANG_COLUMNS = [["gang", "name"], ["present / min", "members", "num"], ["placed", "placed", "num"], ["pending", "pending", "num"]];
+
+  function whereText(w) {
+    const more = w.node_count > w.nodes.length ? ` and ${w.node_count - w.nodes.length} more` : "";
+    const nodes = w.nodes.length ? ` on ${w.nodes.join(", ")}${more}` : "";
+    return `${w.count}${nodes}${w.reason ? `: ${w.reason}` : ""}`;
+  }
+
+  const refreshGangs = coalesced(async () => {
+    const q = new URLSearchParams({ offset: gangs.offset, limit: gangs.limit, sort: gangs.sort, order: gangs.order });
+    const text = $("#g-text").value.trim();
+    if (text) q.set("q", text);
+    const d = await getJSON(`api/gangs?${q}`);
+    $("#gangs-count").textContent = d.total ? `${d.total} (${d.incomplete} incomplete)` : "";
+    sortableHead($("#gangs thead"), GANG_COLUMNS, gangs, refreshGangs, ["where they wait"]);
+    const tbody = $("#gangs tbody");
+    if (!d.gangs.length) {
+      const none = text ? "No gangs match." : "No gangs: a PodGroup (scheduling.x-k8s.io) and pods labelled with its name make one.";
+      tbody.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty", text: none })));
+    } else {
+      tbody.replaceChildren(...d.gangs.map((g) => el("tr", { "data-gang": g.gang, "data-members": g.members, "data-min": g.min_member, "data-placed": g.placed },
+        el("td", {}, el("b", { text: g.gang }), " ", badge(g.phase, g.phase === "Scheduled" ? "Bound" : g.phase === "Pending" ? "Gated" : "Active")),
+        el("td", { class: `num ${g.members < g.min_member ? "short" : ""}`, text: `${g.members} / ${g.min_member}` }),
+        el("td", { class: "num", text: g.placed }),
+        el("td", { class: "num", text: g.pending }),
+        el("td", { class: "where" }, g.where.length
+          ? el("ul", {}, ...g.where.map((w) => el("li", { "data-phase": w.phase }, badge(w.phase), " ", whereText(w))))
+          : el("span", { class: "yes", text: "all bound" })))));
+    }
+    pager($("#gangs-pager"), d.total, gangs, refreshGangs);
+    root.dataset.gangsReady = String(d.total);
+  });
+
+  let gangTimer = 0;
+  $("#g-text").addEventListener("input", () => { clearTimeout(gangTimer); gangTimer = setTimeout(() => { gangs.offset = 0; refreshGangs(); }, 200); });
 
   // ------------------------------------------------------------ a pod's page
 
@@ -415,17 +566,41 @@
   let decisionFrame = 0;
   function hhmmss(ms) { const d = new Date(ms || Date.now()); return d.toTimeString().slice(0, 8); }
 
+  // One row per pod: its latest decision, the kinds before it as a trail
+  // (Queued › Assumed › Bound), moved to the top when it changes.
+  const decisionRows = new Map(); // pod -> { li, trail }
+  const TRAIL = 6;
+  const FLASH = [{ background: "#fff7cc" }, { background: "transparent" }];
+
   function flushDecisions() {
     decisionFrame = 0;
     if ($("#decisions-pause").checked) return;
     const list = $("#decisions");
-    const items = decisionBuffer.splice(0).slice(-MAX_DECISIONS).reverse().map((d) =>
-      el("li", { class: "new", "data-kind": d.kind, "data-pod": d.pod },
+    const latest = new Map(); // pod -> its newest decision of this batch, in the order they came
+    for (const d of decisionBuffer.splice(0)) {
+      let row = decisionRows.get(d.pod);
+      if (!row) { row = { li: el("li", { "data-pod": d.pod }), trail: [] }; decisionRows.set(d.pod, row); }
+      row.trail.push(d.kind);
+      if (row.trail.length > TRAIL) row.trail.shift();
+      latest.delete(d.pod);
+      latest.set(d.pod, d);
+    }
+    const items = [...latest.values()].reverse().map((d) => {
+      const { li, trail } = decisionRows.get(d.pod);
+      li.dataset.kind = d.kind;
+      li.dataset.decisions = String(trail.length);
+      li.replaceChildren(
         el("span", { class: "muted", text: hhmmss(d.time) }), el("span", {}, badge(d.kind)),
         el("span", {}, podLink(d.pod), d.node ? ` → ${d.node}` : ""),
-        d.message ? el("span", { class: "msg", title: d.message, text: d.message }) : ""));
+        el("span", { class: "msg", title: d.message || "", text: [trail.slice(0, -1).join(" › "), d.message].filter(Boolean).join(" · ") }));
+      li.animate(FLASH, 1200); // new or changed: highlighted a moment
+      return li;
+    });
     list.prepend(...items);
-    while (list.children.length > MAX_DECISIONS) list.lastElementChild.remove();
+    while (list.children.length > MAX_DECISIONS) {
+      decisionRows.delete(list.lastElementChild.dataset.pod);
+      list.lastElementChild.remove();
+    }
     root.dataset.decisions = String(list.children.length);
   }
 
@@ -462,7 +637,7 @@
   // ------------------------------------------------------------ views
 
   async function refreshAll() {
-    if (!$("#overview").hidden) await Promise.all([refreshNodes(), refreshQueues(), refreshPods()]);
+    if (!$("#overview").hidden) await Promise.all([refreshNodes(), refreshQueues(), refreshPods(), refreshGangs()]);
   }
 
   function route() {
