@@ -17,6 +17,7 @@ from typing import Any
 import berth_client
 from berth.cli import common, output
 from berth.cli.common import CliError
+from berth_client import quantity
 from berth_client.api.v1 import scheduler_pb2 as spb
 
 __all__ = ["RESOURCES", "register"]
@@ -97,7 +98,13 @@ def _node_table(docs: list[Doc], wide: bool) -> list[list[str]]:
             if c not in d["allocatable"] and c not in d["requested"]:
                 cells.append("-")
             else:
-                cells.append(f"{d['requested'].get(c, '0')}/{d['allocatable'].get(c, '0')}")
+                # Both sides in one unit (1000m/1900m, not 1/1900m).
+                req, alloc = quantity.format_pair(
+                    c,
+                    quantity.canonical(c, d["requested"].get(c, "0")),
+                    quantity.canonical(c, d["allocatable"].get(c, "0")),
+                )
+                cells.append(f"{req}/{alloc}")
         max_pods = d["allocatable"].get("pods")
         cells.append(f"{d['pods']}/{max_pods}" if max_pods is not None else str(d["pods"]))
         cells.append(",".join(_taint(t) for t in d["taints"]) or "<none>")

@@ -253,7 +253,8 @@ async def test_nodes_table_shows_extended_resources_in_quantities_and_aligns_lon
         ["NAME", "CPU(REQ/ALLOC)", "MEMORY(REQ/ALLOC)", "NVIDIA.COM/GPU(REQ/ALLOC)", "PODS", "TAINTS"],
         ["a", "0/4", "0/8Gi", "-", "0/10", "<none>"],
         ["b", "0/1", "0/1Gi", "-", "0/10", "<none>"],
-        ["gpu-node-with-a-rather-long-name-0001", "2500m/32", "1536Mi/128Gi", "2/8", "1/110", "<none>"],
+        # Both sides of a cell in one unit (issue 31: not 2500m/32).
+        ["gpu-node-with-a-rather-long-name-0001", "2500m/32000m", "1536Mi/131072Mi", "2/8", "1/110", "<none>"],
     ]
     # Every column starts where its header does, three spaces after the widest cell before it.
     starts = [[m.start() for m in re.finditer(r"\S+", line)] for line in lines]

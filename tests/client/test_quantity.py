@@ -144,3 +144,21 @@ def test_the_client_and_the_server_parse_every_quantity_alike(value: object) -> 
 @given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=2**63 - 1))
 def test_the_client_formats_as_the_server_does(resource: str, value: int) -> None:
     assert quantity.format(resource, value) == resources.format_quantity(resource, value)
+
+
+@pytest.mark.parametrize(
+    ("resource", "a", "b", "want"),
+    [
+        # One unit for both sides of a requested/allocatable cell.
+        ("cpu", 1000, 1900, ("1000m", "1900m")),
+        ("cpu", 2000, 4000, ("2", "4")),
+        ("cpu", 0, 1900, ("0", "1900m")),
+        ("cpu", 0, 0, ("0", "0")),
+        ("memory", 6 * 2**30, 7464 * 2**20, ("6144Mi", "7464Mi")),
+        ("memory", 0, 16 * 2**30, ("0", "16Gi")),
+        ("memory", 512, 2**30, ("512", "1073741824")),
+        ("nvidia.com/gpu", 1, 4, ("1", "4")),
+    ],
+)
+def test_a_pair_is_formatted_in_one_unit(resource: str, a: int, b: int, want: tuple[str, str]) -> None:
+    assert quantity.format_pair(resource, a, b) == want

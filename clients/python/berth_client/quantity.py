@@ -36,6 +36,7 @@ __all__ = [
     "canonical_map",
     "format",
     "format_map",
+    "format_pair",
     "parse",
 ]
 
@@ -221,6 +222,26 @@ def format(resource: str, value: int) -> str:
             if value % unit == 0:
                 return f"{value // unit}{suffix}"
     return str(value)
+
+
+def format_pair(resource: str, a: int, b: int) -> tuple[str, str]:
+    """Two canonical amounts of one resource in one unit (``berth nodes``'
+    requested/allocatable cells): the largest unit that divides both, so a
+    reader compares like with like (``1000m/1900m``, not ``1/1900m``); a zero
+    is plain ``0`` and does not choose the unit."""
+
+    def side(value: int, suffix: str, unit: int) -> str:
+        return "0" if value == 0 else f"{value // unit}{suffix}"
+
+    if resource == CPU:
+        if a % 1000 == 0 and b % 1000 == 0:
+            return side(a, "", 1000), side(b, "", 1000)
+        return side(a, "m", 1), side(b, "m", 1)
+    if resource in (MEMORY, _EPHEMERAL_STORAGE) or resource.startswith("hugepages-"):
+        for suffix, unit in _BINARY_FORMS:
+            if (a or b) and a % unit == 0 and b % unit == 0:
+                return side(a, suffix, unit), side(b, suffix, unit)
+    return str(a), str(b)
 
 
 def format_map(amounts: dict[str, int] | object) -> dict[str, str]:
