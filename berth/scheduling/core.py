@@ -227,7 +227,7 @@ class Core:
                 if old is not None and node is not None and not stays:
                     step.append((node, -1, old))
             if counts:
-                step.append((pod.spec.node_name, 1, PodInfo.of(pod, like=self.cache.get_pod(uid))))
+                step.append((pod.spec.node_name, 1, PodInfo.of(pod, like=self.cache.get_pod(uid), feats=self.features)))
             steps.append(step)
         self.cache.check_steps(steps)
 
@@ -237,7 +237,9 @@ class Core:
         terminal = pod.status.phase in ("Succeeded", "Failed")
         if pod.spec.node_name and not terminal:
             try:
-                self.cache.add_pod(PodInfo.of(pod, like=self.cache.get_pod(uid)))
+                # A bound pod counts as its release counts a pod resized in
+                # place (component-helpers v0.35/v0.36/v0.37 differ).
+                self.cache.add_pod(PodInfo.of(pod, like=self.cache.get_pod(uid), feats=self.features))
             except UsageOverflow as e:
                 # Only a source that cannot refuse (an informer) gets here: the
                 # cache keeps what it counted before rather than wrap a column.

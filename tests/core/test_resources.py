@@ -722,3 +722,28 @@ def test_status_quantities_name_their_field() -> None:
     pod = _resized({"containers": [_c("c", {"cpu": "1"})]}, {"containerStatuses": [_cs("c", allocated={"cpu": "x"})]})
     with pytest.raises(resources.QuantityError, match=r"^status\.containerStatuses\[0\]\.allocatedResources\[cpu\]: "):
         resources.pod_requests(pod, options=USE_STATUS[V37])
+
+
+@pytest.mark.parametrize(("version", "memory"), [("1.35", 2**30), ("1.36", 2**30), ("1.37", 4 * 2**30)])
+def test_a_bound_pod_resized_in_place_is_counted_as_the_release_counts_it(version: str, memory: int) -> None:
+    # The core's cache (a bound pod fed in) takes the release's options, as
+    # the plugins do: v0.35/v0.36 read the pod-level status only for the names
+    # spec.resources.requests sets, v0.37 for every name.
+    from berth import app, config
+    from berth.testing import make_node
+
+    berth = app.build(config.parse({"kubernetesVersion": version}), run_loop=False)
+    berth.cluster.upsert_nodes([make_node("n0", cpu="8", memory="16Gi")])
+    pod = _resized(
+        {
+            "nodeName": "n0",
+            "schedulerName": "berth",
+            "resources": {"requests": {"cpu": "2"}},
+            "containers": [_c("c1", {"cpu": "1", "memory": "1Gi"})],
+        },
+        {"allocatedResources": {"cpu": "3", "memory": "4Gi"}, "resources": {"requests": {"cpu": "3500m"}}},
+    )
+    pod = msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, namespace="default", uid="u1"))
+    berth.cluster.upsert_pods([pod])
+    info = berth.core.cache.get_pod("u1")
+    assert info is not None and info.requests.get("memory") == memory
