@@ -324,6 +324,17 @@ class Core:
     def on_resource_slice_delete(self, name: str) -> None:
         self.dra.remove_slice(name)
 
+    def on_device_taint_rule(self, obj: dra.DeviceTaintRule) -> None:
+        """A DeviceTaintRule changes the taints of the devices it selects:
+        for the allocator, the slices it sees changed."""
+        self.dra.put_taint_rule(obj)
+        self._dra_event("ResourceSlice")
+
+    def on_device_taint_rule_delete(self, name: str) -> None:
+        # Taints gone: devices they kept from pods may fit now.
+        self.dra.remove_taint_rule(name)
+        self._dra_event("ResourceSlice")
+
     def on_resource_claim(self, claim: dra.ResourceClaim, *, source: Source) -> None:
         old = self.dra.put_claim(claim, source)
         if old is not None and old.status.allocation is not None and claim.status.allocation is None:

@@ -325,3 +325,34 @@ def test_berth_and_kube_scheduler_share_nodes_and_never_double_book(
             assert "cannot allocate all claims" in c["message"], (name, c)
     finally:
         ks.stop()
+
+
+@pytest.mark.skipif(bed.KUBERNETES_VERSION < "v1.37", reason="DeviceTaintRule is served from 1.37")
+def test_device_taint_rules_keep_pods_off_tainted_devices_until_deleted(
+    dra: bed.Kube, scenario: str, start_berth: Any
+) -> None:
+    """DeviceTaintRules (resource.k8s.io/v1, DRADeviceTaints GA in 1.37) taint
+    every device of the scenario's pools: a pod asking for one waits; the
+    rules deleted, it binds (the informer's delete requeues it)."""
+    kube, ns = dra, scenario
+    rules = [f"{ns}-taint-{i}" for i in range(NODES_PER_SCENARIO)]
+    for i, name in enumerate(rules):
+        kube.create(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": name},
+                "spec": {
+                    "deviceSelector": {"driver": DRIVER, "pool": f"{ns}-gpu-{i}"},
+                    "taint": {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"},
+                },
+            }
+        )
+    start_berth()
+    kube.create(gpu_pod("careful", ns, "one-a100", ns))
+    c = wait_for("careful to be unschedulable", lambda: unschedulable(list_pods(kube, ns)).get("careful"), 30)
+    assert f"{NODES_PER_SCENARIO} cannot allocate all claims" in c["message"], c["message"]
+    for name in rules:
+        kube.ok("DELETE", f"{RESOURCE}/devicetaintrules/{name}")
+    pods = wait_for("careful to bind", lambda: bound(list_pods(kube, ns)) or None, 30)
+    assert set(pods) == {"careful"}

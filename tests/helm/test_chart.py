@@ -170,6 +170,7 @@ BERTH_EVERY_ROLE = perms(
     "resource.k8s.io/resourceslices:list,watch",
     "resource.k8s.io/resourceclaims:list,watch",
     "resource.k8s.io/resourceclaimtemplates:list,watch",
+    "resource.k8s.io/devicetaintrules:list,watch",  # served from 1.37 (DRADeviceTaints)
     "/pods/binding:create",
     "/events:create,patch",
     "events.k8s.io/events:create,patch",

@@ -150,6 +150,44 @@ class KubernetesRunner:
             log.info("resource.k8s.io/v1 is not served (or not readable) here: pods with ResourceClaims wait")
         return served
 
+    async def _device_taint_rules_served(self) -> bool:
+        """Whether DeviceTaintRules (resource.k8s.io/v1, 1.37) are served and
+        readable; asked only while the DRADeviceTaints gate is on."""
+
+        async def probe() -> bool:
+            try:
+                await client.CustomObjectsApi(self.api).list_cluster_custom_object(
+                    "resource.k8s.io", "v1", "devicetaintrules", limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
+                )
+            except ApiException as e:
+                if e.status in (404, 403):
+                    return False
+                raise
+            return True
+
+        backoff = Backoff(clock=asyncio.get_running_loop().time)
+        served = await retrying("discovering DeviceTaintRules (resource.k8s.io/v1)", probe, backoff=backoff, log=log)
+        if not served:
+            log.info(
+                "DeviceTaintRules (resource.k8s.io/v1) are not served (or not readable) here: only slices' taints apply"
+            )
+        return served
+
+    def _device_taint_rule_informer(self) -> Informer[Any]:
+        core = self.core
+        custom = client.CustomObjectsApi(self.api)
+
+        async def list_rules(**kw: Any) -> Any:
+            # kubernetes-asyncio 36 has no typed call for this kind yet.
+            return await custom.list_cluster_custom_object("resource.k8s.io", "v1", "devicetaintrules", **kw)
+
+        return Informer(
+            "devicetaintrules",
+            list_rules,
+            dra.DeviceTaintRule,
+            Handlers.mirror(core.on_device_taint_rule, lambda r: core.on_device_taint_rule_delete(r.metadata.name)),
+        )
+
     def _dra_informers(self) -> list[Informer[Any]]:
         """DeviceClasses, ResourceSlices, ResourceClaimTemplates and ResourceClaims
         (kube-scheduler's DRA manager: informers and the claims' assume cache)."""
@@ -303,6 +341,9 @@ class KubernetesRunner:
             )
         if await self._dra_served():
             self.informers.extend(self._dra_informers())
+            # DeviceTaintRules taint devices by selector (DRADeviceTaints; served from 1.37).
+            if self.core.features.dra_device_taints and await self._device_taint_rules_served():
+                self.informers.append(self._device_taint_rule_informer())
         self.informers.extend(self._storage_informers())
         # Nodes first so pods land on known nodes; then the rest.
         for inf in self.informers:
