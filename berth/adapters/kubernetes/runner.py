@@ -109,14 +109,14 @@ class KubernetesRunner:
             ),
         )
 
-    async def _podgroups_served(self) -> bool:
-        """Whether PodGroups are served (and readable); retried until the API server answers."""
+    async def _served(self, what: str, list_one: Any, otherwise: str) -> bool:
+        """Whether ``list_one(limit=1)`` is served and readable (404 or 403:
+        not); retried until the API server answers. ``otherwise`` is logged
+        when it is not: what Berth does without it."""
 
         async def probe() -> bool:
             try:
-                await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-                    "scheduling.x-k8s.io", "v1alpha1", "podgroups", limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
-                )
+                await list_one(limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS)
             except ApiException as e:
                 if e.status in (404, 403):
                     return False
@@ -124,66 +124,48 @@ class KubernetesRunner:
             return True
 
         backoff = Backoff(clock=asyncio.get_running_loop().time)
-        served = await retrying("discovering PodGroups (scheduling.x-k8s.io/v1alpha1)", probe, backoff=backoff, log=log)
+        served = await retrying(f"discovering {what}", probe, backoff=backoff, log=log)
         if not served:
-            log.info("PodGroups (scheduling.x-k8s.io/v1alpha1) are not served here: gangs come from gRPC only")
+            log.info("%s not served (or not readable) here: %s", what, otherwise)
         return served
+
+    def _custom_list(self, group: str, version: str, plural: str) -> Any:
+        """A cluster-scoped list call for a kind kubernetes-asyncio has no typed call for."""
+        custom = client.CustomObjectsApi(self.api)
+
+        async def list_objects(**kw: Any) -> Any:
+            return await custom.list_cluster_custom_object(group, version, plural, **kw)
+
+        return list_objects
+
+    async def _podgroups_served(self) -> bool:
+        return await self._served(
+            "PodGroups (scheduling.x-k8s.io/v1alpha1)",
+            self._custom_list("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
+            "gangs come from gRPC only",
+        )
 
     async def _dra_served(self) -> bool:
-        """Whether resource.k8s.io/v1 is served and readable (GA and on by
-        default since v1.34); retried until the API server answers."""
-
-        async def probe() -> bool:
-            try:
-                await client.ResourceV1Api(self.api).list_device_class(
-                    limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
-                )
-            except ApiException as e:
-                if e.status in (404, 403):
-                    return False
-                raise
-            return True
-
-        backoff = Backoff(clock=asyncio.get_running_loop().time)
-        served = await retrying("discovering resource.k8s.io/v1", probe, backoff=backoff, log=log)
-        if not served:
-            log.info("resource.k8s.io/v1 is not served (or not readable) here: pods with ResourceClaims wait")
-        return served
+        """resource.k8s.io/v1: GA and on by default since v1.34."""
+        return await self._served(
+            "resource.k8s.io/v1", client.ResourceV1Api(self.api).list_device_class, "pods with ResourceClaims wait"
+        )
 
     async def _device_taint_rules_served(self) -> bool:
-        """Whether DeviceTaintRules (resource.k8s.io/v1, 1.37) are served and
-        readable; asked only while the DRADeviceTaints gate is on."""
-
-        async def probe() -> bool:
-            try:
-                await client.CustomObjectsApi(self.api).list_cluster_custom_object(
-                    "resource.k8s.io", "v1", "devicetaintrules", limit=1, _request_timeout=DISCOVERY_TIMEOUT_SECONDS
-                )
-            except ApiException as e:
-                if e.status in (404, 403):
-                    return False
-                raise
-            return True
-
-        backoff = Backoff(clock=asyncio.get_running_loop().time)
-        served = await retrying("discovering DeviceTaintRules (resource.k8s.io/v1)", probe, backoff=backoff, log=log)
-        if not served:
-            log.info(
-                "DeviceTaintRules (resource.k8s.io/v1) are not served (or not readable) here: only slices' taints apply"
-            )
-        return served
+        """DeviceTaintRules (resource.k8s.io/v1 from 1.37); asked only while
+        the DRADeviceTaints gate is on."""
+        return await self._served(
+            "DeviceTaintRules (resource.k8s.io/v1)",
+            self._custom_list("resource.k8s.io", "v1", "devicetaintrules"),
+            "only the slices' own taints apply",
+        )
 
     def _device_taint_rule_informer(self) -> Informer[Any]:
         core = self.core
-        custom = client.CustomObjectsApi(self.api)
-
-        async def list_rules(**kw: Any) -> Any:
-            # kubernetes-asyncio 36 has no typed call for this kind yet.
-            return await custom.list_cluster_custom_object("resource.k8s.io", "v1", "devicetaintrules", **kw)
-
         return Informer(
             "devicetaintrules",
-            list_rules,
+            # kubernetes-asyncio 36 has no typed call for this kind yet.
+            self._custom_list("resource.k8s.io", "v1", "devicetaintrules"),
             dra.DeviceTaintRule,
             Handlers.mirror(core.on_device_taint_rule, lambda r: core.on_device_taint_rule_delete(r.metadata.name)),
         )
@@ -324,15 +306,10 @@ class KubernetesRunner:
             self._workload_informer("statefulsets", apps.list_stateful_set_for_all_namespaces, model.StatefulSet),
         ]
         if await self._podgroups_served():
-            custom = client.CustomObjectsApi(self.api)
-
-            async def list_podgroups(**kw: Any) -> Any:
-                return await custom.list_cluster_custom_object("scheduling.x-k8s.io", "v1alpha1", "podgroups", **kw)
-
             self.informers.append(
                 Informer(
                     "podgroups",
-                    list_podgroups,
+                    self._custom_list("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
                     model.PodGroup,
                     Handlers(
                         on_add=core.on_pod_group, on_update=lambda o, n: core.on_pod_group(n), on_delete=lambda g: None
