@@ -10,6 +10,7 @@ consistent snapshot. Built by :func:`berth.app.build`, the composition root.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -160,10 +161,11 @@ class Core:
         self.cache.update_snapshot(self._snapshot)
         return self._snapshot
 
-    @property
+    @functools.cached_property
     def features(self) -> features.Features:
         """The release and gates Berth follows: every profile's Handle
-        carries the same (:func:`berth.app.build`)."""
+        carries the same (:func:`berth.app.build`); read once, as every bound
+        pod's info asks for it."""
         return next(iter(self.frameworks.values())).handle.features
 
     def framework_for(self, profile: str) -> Framework:
