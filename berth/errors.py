@@ -30,6 +30,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "Unauthenticated",
+    "Unavailable",
     "bounded",
 ]
 
@@ -81,3 +82,9 @@ class Unauthenticated(BerthError):
 
 class PermissionDenied(BerthError):
     """Authenticated, but the call is refused here (403 / PERMISSION_DENIED)."""
+
+
+class Unavailable(BerthError):
+    """Not served here now; another replica or a retry may serve it: a
+    standby asked for the leader's state, the API server unreachable for a
+    review (503 / UNAVAILABLE)."""

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from berth import features
+from berth import access, features
 from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
@@ -146,6 +146,20 @@ class Core:
         self.ready = False
         #: The scheduling loop, while this replica runs one (the leader).
         self.scheduler: Scheduler | None = None
+        #: Who vouches for callers and answers "may they see this" (Kubernetes
+        #: mode: TokenReview and SubjectAccessReview through the API server;
+        #: None: the doors check only their own static credentials).
+        self.authority: access.Authority | None = None
+        #: Where leader election runs: the Lease holder as last seen ("" not
+        #: known yet), so that a standby can say who leads. None: no election
+        #: here (standalone, or a single replica that always leads).
+        self.leader: str | None = None
+
+    @property
+    def standby(self) -> bool:
+        """A replica that runs a scheduling loop only while it leads, and
+        does not lead now: its queue state is not the scheduler's."""
+        return self.leader is not None and self.scheduler is None and self.cfg.run_scheduling_loop
 
     @property
     def default_source(self) -> Source | None:

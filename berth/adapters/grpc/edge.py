@@ -58,6 +58,7 @@ CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     # Not one of Berth's kinds, but a bad value all the same (older core
     # code, protobuf's own range checks).
     (ValueError, grpc.StatusCode.INVALID_ARGUMENT),

@@ -40,6 +40,7 @@ STATUS: dict[type[errors.BerthError], int] = {
     errors.DeadlineExceeded: HTTPStatus.GATEWAY_TIMEOUT,
     errors.Unauthenticated: HTTPStatus.UNAUTHORIZED,
     errors.PermissionDenied: HTTPStatus.FORBIDDEN,
+    errors.Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
 }
 
 #: After these the connection is closed: the rest of the body was not (or
