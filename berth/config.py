@@ -28,7 +28,7 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import yaml
@@ -105,11 +105,15 @@ class HttpConfig(_Cfg):
 
 
 class GrpcAuthConfig(_Cfg):
-    """Who may call the mutating RPCs (the Cluster feed, Submit, Cancel, Bind).
+    """Who may call which RPCs.
 
-    A client is authenticated by a client certificate (``grpc.tls.clientCAFile``)
-    or by ``authorization: Bearer <token>`` metadata matching the token in
-    ``tokenFile`` (compared in constant time). Read-only RPCs stay open.
+    A client is authenticated by a client certificate (``grpc.tls.clientCAFile``),
+    by ``authorization: Bearer <token>`` metadata matching the token in
+    ``tokenFile`` (compared in constant time), or — in Kubernetes mode — by a
+    Kubernetes bearer token the API server accepts (TokenReview). Mutating
+    RPCs (the Cluster feed, Submit, Cancel, Bind) always need one where any
+    is configured; in Kubernetes mode Submit and Cancel write as the caller.
+    Reads follow ``reads``.
     """
 
     #: A file holding the bearer token (e.g. a mounted Secret); surrounding
@@ -118,6 +122,14 @@ class GrpcAuthConfig(_Cfg):
     #: Without a token or client CA, a server listening beyond loopback
     #: refuses to start unless this says unauthenticated mutations are wanted.
     allow_unauthenticated_mutations: bool = False
+    #: Read-only RPCs (ListPods, Why, WatchDecisions, ListQueues, WhatIf, ...):
+    #: ``auto`` — in Kubernetes mode authenticated and filtered by the
+    #: caller's RBAC (a caller sees the pods of the namespaces where it may
+    #: ``list pods``; nodes need ``list nodes``; queues ``list
+    #: queues.berth.dev``), open otherwise; ``required`` — authenticated
+    #: everywhere (standalone: the token file or a client certificate);
+    #: ``open`` — nobody is asked (logged as a warning in Kubernetes mode).
+    reads: Literal["auto", "open", "required"] = "auto"
 
 
 class GrpcConfig(_Cfg):

@@ -1,22 +1,85 @@
-"""The batch API's verbs: Submit pods (optionally as a gang) into the
-embedded cluster, and Cancel pending ones. Both go through the default
-source's :class:`~berth.cluster.sources.Source` interface; a source that
-takes no pods from clients (Kubernetes) refuses with FeedRefused."""
+"""The batch API's verbs: Submit pods (optionally as a gang) and Cancel
+pending ones.
+
+- Embedded Berth (:func:`submit`, :func:`cancel`): through the default
+  source's :class:`~berth.cluster.sources.Source` interface.
+- Kubernetes-backed Berth (:func:`submit_as`, :func:`cancel_as`): the pods
+  (and the gang's scheduler-plugins PodGroup) are created and deleted
+  through the API server **as the caller** (:class:`ApiServerWrites`, the
+  adapter's), so its RBAC, admission and Pod Security decide exactly as for
+  ``kubectl create``; the informers then bring the pods back into the cache
+  like any other. Each pod is judged first as :func:`submit` judges it
+  (profile, validation), and a refusal keeps the API server's message and
+  its StatusReason (``SubmitResult.reason``).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from berth import access, errors
 from berth.cluster import manifests, model, validation
 from berth.cluster.sources import FeedRefused
 from berth.errors import FailedPrecondition, InvalidArgument
 from berth.framework.decision import DecisionKind
 from berth.scheduling.core import LEGACY_SCHEDULER_ANNOTATION, Core, scheduler_name_of
 
-__all__ = ["CancelResult", "SubmitResult", "cancel", "submit"]
+__all__ = [
+    "ApiServerWrites",
+    "CancelResult",
+    "SubmitResult",
+    "caller_writes",
+    "cancel",
+    "cancel_as",
+    "submit",
+    "submit_as",
+]
+
+#: Pods created at once for one Submit (each a POST the caller waits for).
+CREATES_AT_ONCE = 8
+
+# SubmitResult.reason: the API server's StatusReason words
+# (k8s.io/apimachinery/pkg/apis/meta/v1/types.go, v0.37.2).
+INVALID = "Invalid"
+ALREADY_EXISTS = "AlreadyExists"
+#: Each error kind's StatusReason (the first match wins).
+REASONS: tuple[tuple[type[errors.BerthError], str], ...] = (
+    (errors.InvalidArgument, INVALID),
+    (errors.AlreadyExists, ALREADY_EXISTS),
+    (errors.PermissionDenied, "Forbidden"),
+    (errors.NotFound, "NotFound"),
+    (errors.Unauthenticated, "Unauthorized"),
+    (errors.ResourceExhausted, "TooManyRequests"),
+    (errors.Unavailable, "ServiceUnavailable"),
+)
+
+
+def _reason_of(e: errors.BerthError) -> str:
+    return next((r for kind, r in REASONS if isinstance(e, kind)), "InternalError")
+
+
+@runtime_checkable
+class ApiServerWrites(Protocol):
+    """The writes of a Kubernetes-backed Berth's batch API, made as the
+    caller (the Kubernetes adapter's ``CallerWrites``); they raise
+    :mod:`berth.errors` kinds with the API server's message."""
+
+    async def create_pod(self, caller: access.Caller, pod: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+    async def delete_pod(self, caller: access.Caller, namespace: str, name: str, uid: str) -> None: ...
+
+    async def create_pod_group(self, caller: access.Caller, group: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+
+def caller_writes(core: Core) -> ApiServerWrites | None:
+    """How this Berth writes as its callers, where its pods live in an API server."""
+    writes = getattr(core.default_source, "as_caller", None)
+    return writes if isinstance(writes, ApiServerWrites) else None
 
 
 @dataclasses.dataclass(slots=True)
@@ -25,6 +88,8 @@ class SubmitResult:
     uid: str = ""
     accepted: bool = False
     message: str = ""
+    #: Why not accepted in one word (the API server's StatusReason words).
+    reason: str = ""
 
 
 @dataclasses.dataclass(slots=True)
@@ -82,13 +147,13 @@ def submit(
             md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
         ours, note = _profile_of(core, pod)
         if not ours:
-            results.append(SubmitResult(pod.key, message=f"{at}.{note}"))
+            results.append(SubmitResult(pod.key, message=f"{at}.{note}", reason=INVALID))
             continue
         try:
             validation.validate_pod(pod)
             manifests.validate_pod(pod)
         except ValueError as e:
-            results.append(SubmitResult(pod.key, message=f"{at}.{e}"))
+            results.append(SubmitResult(pod.key, message=f"{at}.{e}", reason=INVALID))
             continue
         md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
         existing = accepted.get(pod.key) or core.pods.by_key(pod.key)
@@ -102,13 +167,18 @@ def submit(
                         existing.metadata.uid,
                         message=f"{at}.metadata.name: already exists: a different pod {pod.key} "
                         f"(uid {existing.metadata.uid!r}) has this name",
+                        reason=ALREADY_EXISTS,
                     )
                 )
             continue
         holder = uids.get(md.uid) or _key_of(core.pods.get(md.uid))
         if holder is not None:
             results.append(
-                SubmitResult(pod.key, message=f"{at}.metadata.uid: already exists: {md.uid!r} is pod {holder}'s")
+                SubmitResult(
+                    pod.key,
+                    message=f"{at}.metadata.uid: already exists: {md.uid!r} is pod {holder}'s",
+                    reason=ALREADY_EXISTS,
+                )
             )
             continue
         accepted[pod.key] = pod
@@ -181,5 +251,141 @@ def cancel(core: Core, namespace: str, name: str) -> CancelResult:
         source.delete_pods([key])
     except FeedRefused as e:
         return CancelResult(False, f"pod {key}: {e}")
+    core.scheduler.emit(DecisionKind.CANCELLED, pod)
+    return CancelResult(True)
+
+
+# ------------------------------------------------------------ Kubernetes mode
+
+
+async def submit_as(
+    core: Core,
+    writes: ApiServerWrites,
+    caller: access.Caller,
+    pods: Sequence[model.Pod],
+    group: model.PodGroup | None = None,
+    *,
+    bodies: Sequence[Mapping[str, Any] | None] | None = None,
+    paths: Sequence[str] | None = None,
+) -> list[SubmitResult]:
+    """Create ``pods`` (and ``group``) through the API server as ``caller``;
+    one result per pod, in order.
+
+    ``bodies[i]`` is pod i as the client wrote it (a v1 Pod), created as it
+    is but for the group label and a defaulted ``schedulerName``; without
+    one the pod is created from Berth's model (which has no images: the API
+    server will say so). A pod judged here as :func:`submit` judges it
+    (profile, validation) is refused without a request; a pod already in
+    the cache and unchanged is "already submitted". When the API server
+    refuses every pod as forbidden, the whole call is (PermissionDenied):
+    the caller may not create pods there.
+    """
+    if core.scheduler is None:
+        raise FailedPrecondition("the scheduling loop is not running on this replica")
+    group_name = ""
+    if group is not None:
+        group.metadata.namespace = group.metadata.namespace or "default"
+        try:
+            validation.validate_pod_group(group)
+        except ValueError as e:
+            raise InvalidArgument(f"group.{e}") from None
+        group_name = group.metadata.name
+    results: list[SubmitResult | None] = []
+    todo: list[tuple[int, model.Pod, dict[str, Any]]] = []
+    for i, pod in enumerate(pods):
+        at = paths[i] if paths is not None else f"pods[{i}]"
+        md = pod.metadata
+        md.namespace = md.namespace or "default"
+        if group_name:
+            md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
+        ours, note = _profile_of(core, pod)
+        if not ours:
+            results.append(SubmitResult(pod.key, message=f"{at}.{note}", reason=INVALID))
+            continue
+        try:
+            validation.validate_pod(pod)
+            manifests.validate_pod(pod)
+        except ValueError as e:
+            results.append(SubmitResult(pod.key, message=f"{at}.{e}", reason=INVALID))
+            continue
+        existing = core.pods.by_key(pod.key)
+        if existing is not None and _same_pod(existing, pod):
+            results.append(SubmitResult(pod.key, existing.metadata.uid, True, "already submitted"))
+            continue
+        body = bodies[i] if bodies is not None and i < len(bodies) else None
+        results.append(None)
+        todo.append((i, pod, _pod_body(pod, body, group_name)))
+    if group is not None and todo:
+        await writes.create_pod_group(caller, _group_body(group))
+    gate = asyncio.Semaphore(CREATES_AT_ONCE)
+
+    async def create(i: int, pod: model.Pod, body: dict[str, Any]) -> None:
+        at = paths[i] if paths is not None else f"pods[{i}]"
+        async with gate:
+            try:
+                created = await writes.create_pod(caller, body)
+            except errors.BerthError as e:
+                results[i] = SubmitResult(pod.key, message=f"{at}: {e}", reason=_reason_of(e))
+                return
+        uid = str(created.get("metadata", {}).get("uid", ""))
+        results[i] = SubmitResult(pod.key, uid, True)
+
+    async with asyncio.TaskGroup() as tg:
+        for i, pod, body in todo:
+            tg.create_task(create(i, pod, body))
+    done = [r for r in results if r is not None]
+    refused = [r for r in done if not r.accepted]
+    if todo and refused and len(refused) == len(done) and all(r.reason == "Forbidden" for r in refused):
+        raise errors.PermissionDenied(refused[0].message.split(": ", 1)[-1])
+    return done
+
+
+def _pod_body(pod: model.Pod, body: Mapping[str, Any] | None, group_name: str) -> dict[str, Any]:
+    """The object to create: the client's own, or Berth's model of it."""
+    if body is None:
+        out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", **model.to_builtins(pod)}
+        out.pop("status", None)
+        out["metadata"].pop("uid", None)
+        return out
+    out = {**body, "apiVersion": "v1", "kind": "Pod"}
+    md = dict(out.get("metadata") or {})
+    md["namespace"] = pod.metadata.namespace
+    if group_name:
+        md["labels"] = {**(md.get("labels") or {}), model.LABEL_POD_GROUP: group_name}
+    out["metadata"] = md
+    spec = dict(out.get("spec") or {})
+    spec.setdefault("schedulerName", pod.spec.scheduler_name)
+    out["spec"] = spec
+    return out
+
+
+def _group_body(group: model.PodGroup) -> dict[str, Any]:
+    md = group.metadata
+    out: dict[str, Any] = model.to_builtins(group)
+    out["apiVersion"], out["kind"] = "scheduling.x-k8s.io/v1alpha1", "PodGroup"
+    out["metadata"] = {"name": md.name, "namespace": md.namespace, **({"labels": md.labels} if md.labels else {})}
+    out.setdefault("spec", {})
+    return out
+
+
+async def cancel_as(
+    core: Core, writes: ApiServerWrites, caller: access.Caller, namespace: str, name: str
+) -> CancelResult:
+    """Delete a pending pod of Berth's through the API server as ``caller``
+    (its RBAC decides: PermissionDenied when it may not delete pods there)."""
+    if core.scheduler is None:
+        raise FailedPrecondition("the scheduling loop is not running on this replica")
+    key = model.pod_key(namespace, name)
+    pod = core.pods.by_key(key)
+    if pod is None:
+        return CancelResult(False, f"pod {key} not found")
+    if pod.spec.node_name:
+        return CancelResult(False, f"pod {key} is already bound to {pod.spec.node_name}")
+    if core.responsible_for(pod) is None:
+        return CancelResult(False, f"pod {key} is not scheduled by Berth (schedulerName {pod.spec.scheduler_name!r})")
+    try:
+        await writes.delete_pod(caller, namespace, name, pod.metadata.uid)
+    except errors.NotFound:
+        return CancelResult(False, f"pod {key} not found")
     core.scheduler.emit(DecisionKind.CANCELLED, pod)
     return CancelResult(True)

@@ -8,7 +8,10 @@ server-streaming) so that
    raises, but bytes that are not a ``berth.v1`` message are the client's
    mistake, so they become ``INVALID_ARGUMENT "request: cannot decode
    berth.v1.X: ..."``;
-2. mutating methods ask :class:`security.Authenticator` first;
+2. :class:`security.Authenticator` admits the call (a standby refuses the
+   leader's state) and identifies its caller (static token, client
+   certificate, or a Kubernetes token the API server vouches for), which
+   the servicers read from :data:`berth.access.CALLER`;
 3. the error kinds of :mod:`berth.errors` become the status code of the
    same name (:data:`CODES`); a remaining :class:`ValueError` is a bad
    request too (INVALID_ARGUMENT); anything else is a bug: logged once with
@@ -36,7 +39,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from berth import errors
+from berth import access, errors
 from berth.adapters.grpc import security
 
 __all__ = ["CODES", "EdgeInterceptor", "status_of"]
@@ -124,6 +127,14 @@ async def _until(stopping: asyncio.Event, items: AsyncGenerator[T, None]) -> Asy
     raise _Stopping(STOPPING)
 
 
+async def _enter(auth: security.Authenticator, method: str, context: grpc.aio.ServicerContext) -> None:
+    """Before a call runs: this replica may answer it, and its caller is
+    known (:data:`berth.access.CALLER`, read by the servicers that filter
+    what they answer by the caller's RBAC)."""
+    auth.admit(method)
+    access.CALLER.set(await auth.identify(method, context))
+
+
 class _Stopping(Exception):
     """A stream ended because the server is stopping."""
 
@@ -171,7 +182,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
 
         async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             try:
-                auth.check(method, context)
+                await _enter(auth, method, context)
                 return await behavior(decode(raw), context)
             except grpc.aio.AbortError:
                 raise
@@ -189,7 +200,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
 
             async def generate(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 try:
-                    auth.check(method, context)
+                    await _enter(auth, method, context)
                     async for item in _until(stopping, behavior(decode(raw), context)):
                         yield item
                 except grpc.aio.AbortError:
@@ -204,7 +215,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         # A coroutine that writes with context.write() (grpc's own Health.Watch).
         async def write(raw: bytes, context: grpc.aio.ServicerContext) -> None:
             try:
-                auth.check(method, context)
+                await _enter(auth, method, context)
                 writing = asyncio.ensure_future(behavior(decode(raw), context))
                 stop = asyncio.ensure_future(stopping.wait())
                 try:

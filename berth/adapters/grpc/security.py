@@ -1,20 +1,26 @@
-"""Who may change Berth's state over gRPC, and the files that say so.
+"""Who may call which gRPC methods, and the files that say so.
 
 Mutating RPCs (:data:`MUTATING_METHODS`: the Cluster feed except ListNodes,
-and Scheduler's Submit, Cancel and Bind) need an authenticated client; the
-read-only ones (Filter, Prioritize, Preempt, Explain, WatchDecisions,
-WatchDecisionBatches, ListQueues, GetQueue, ListPods, ListPodGroups, Why, WhatIf,
-ListNodes, health, reflection) stay open. A client is authenticated by
+and Scheduler's Submit, Cancel and Bind) need an authenticated client where
+any credential is configured. A client is authenticated by
 
 - a client certificate: with ``grpc.tls.clientCAFile`` grpc core refuses, at
-  the TLS handshake, every client whose certificate that CA did not sign; or
+  the TLS handshake, every client whose certificate that CA did not sign;
 - ``authorization: Bearer <token>`` metadata equal to the token read at start
   from ``grpc.auth.tokenFile`` (compared with :func:`hmac.compare_digest`),
-  as the API server's ``--token-auth-file`` bearer tokens.
+  as the API server's ``--token-auth-file`` bearer tokens; or
+- in Kubernetes mode (``core.authority`` set), a bearer token the API server
+  vouches for (TokenReview, :mod:`berth.access`). Reads then need a caller
+  too (``grpc.auth.reads: auto``) and show what its RBAC shows: the
+  servicers filter pods, decisions and queues by it, and the calls that
+  reveal every node need ``list nodes`` (:data:`CLUSTER_GRANTS`).
 
-With neither configured, mutations are open, which :func:`validate` allows
-only on loopback (``berth serve``'s default ``grpc.host``) or when
+With no credential configured, mutations are open, which :func:`validate`
+allows only on loopback (``berth serve``'s default ``grpc.host``) or when
 ``grpc.auth.allowUnauthenticatedMutations: true`` says so explicitly.
+Health and reflection are always open. A standby replica refuses the calls
+that answer from the scheduling loop's state (:data:`LEADER_ONLY_METHODS`)
+with ``UNAVAILABLE``, naming the leader.
 
 Every file Berth reads for this (token, certificate, key, client CA) is read
 once at start; a missing or unreadable one is one :class:`ConfigError` line
@@ -31,10 +37,13 @@ from pathlib import Path
 
 import grpc
 
-from berth import errors
+from berth import access, errors
 from berth.config import ConfigError, GrpcConfig, TLSConfig
+from berth.scheduling.core import Core
 
 __all__ = [
+    "CLUSTER_GRANTS",
+    "LEADER_ONLY_METHODS",
     "MUTATING_METHODS",
     "Authenticator",
     "is_loopback",
@@ -155,11 +164,52 @@ def _check_pem(tls: TLSConfig) -> None:
             raise ConfigError(f"grpc.tls.clientCAFile: not a PEM CA certificate: {reason}") from None
 
 
-class Authenticator:
-    """Decides, per call, whether a mutating RPC may proceed."""
+#: Read-only RPCs that answer from the scheduling loop's state: on a
+#: standby replica (which runs no loop) they would answer from an idle
+#: queue, so they are refused there, naming the leader.
+LEADER_ONLY_METHODS = frozenset(
+    {
+        "/berth.v1.Scheduler/Submit",
+        "/berth.v1.Scheduler/Cancel",
+        "/berth.v1.Scheduler/WatchDecisions",
+        "/berth.v1.Scheduler/WatchDecisionBatches",
+        "/berth.v1.Scheduler/ListQueues",
+        "/berth.v1.Scheduler/GetQueue",
+        "/berth.v1.Scheduler/ListPods",
+        "/berth.v1.Scheduler/ListPodGroups",
+        "/berth.v1.Scheduler/Why",
+        "/berth.v1.Scheduler/WhatIf",
+    }
+)
 
-    def __init__(self, cfg: GrpcConfig) -> None:
+#: What a caller the API server vouches for must be allowed, cluster-wide,
+#: for the calls that reveal every node (as ``kubectl get nodes`` would);
+#: the namespaced reads are filtered in the servicers instead.
+LIST_NODES = access.Attributes("list", "nodes")
+CLUSTER_GRANTS: dict[str, access.Attributes] = {
+    "/berth.v1.Scheduler/Filter": LIST_NODES,
+    "/berth.v1.Scheduler/Prioritize": LIST_NODES,
+    "/berth.v1.Scheduler/Preempt": LIST_NODES,
+    "/berth.v1.Scheduler/Explain": LIST_NODES,
+    "/berth.v1.Scheduler/WhatIf": LIST_NODES,
+    "/berth.v1.Cluster/ListNodes": LIST_NODES,
+}
+
+#: The services whose calls are Berth's; grpc's health and reflection are open.
+_BERTH = ("/berth.v1.Scheduler/", "/berth.v1.Cluster/")
+
+#: Who holds the static token file: everything, as the token's owner configured.
+TOKEN_FILE_CALLER = access.Caller("berth:token-file", ("system:authenticated",), unrestricted=True)
+
+
+class Authenticator:
+    """The gRPC door: who is calling (:meth:`identify`), and whether this
+    replica may answer at all (:meth:`admit`)."""
+
+    def __init__(self, cfg: GrpcConfig, core: Core | None = None) -> None:
         validate(cfg)
+        self.cfg = cfg
+        self.core = core
         self.token = _token(cfg)
         self.client_certificates = cfg.tls is not None and bool(cfg.tls.client_ca_file)
         #: False: every call passes (loopback without credentials, or the
@@ -174,24 +224,80 @@ class Authenticator:
             )
         if self.token is not None and cfg.tls is None and not is_loopback(cfg.host):
             log.warning("grpc.auth.tokenFile without grpc.tls: bearer tokens travel in plaintext")
+        if cfg.auth.reads == "required" and self.token is None and not self.client_certificates:
+            log.warning(
+                "grpc.auth.reads: required without grpc.auth.tokenFile or grpc.tls.clientCAFile: "
+                "only callers the Kubernetes API server vouches for can read"
+            )
 
-    def check(self, method: str, context: grpc.aio.ServicerContext) -> None:
-        """Raise :class:`errors.Unauthenticated` unless the call may proceed."""
-        if not self.required or method not in MUTATING_METHODS:
-            return
-        if self.client_certificates and context.peer_identities():
-            return  # grpc core verified the certificate against clientCAFile
-        presented = _bearer(context.invocation_metadata() or ())
-        if self.token is not None and presented is not None:
-            if hmac.compare_digest(presented.encode(), self.token):
-                return
-            raise errors.Unauthenticated(f"{method}: the bearer token is not the one in grpc.auth.tokenFile")
+    @property
+    def authority(self) -> access.Authority | None:
+        return self.core.authority if self.core is not None else None
+
+    def reads_required(self) -> bool:
+        reads = self.cfg.auth.reads
+        return reads == "required" or (reads == "auto" and self.authority is not None)
+
+    def _how(self, method: str) -> str:
         how = []
+        if self.authority is not None:
+            how.append("send metadata 'authorization: Bearer <token>' with a Kubernetes token")
         if self.token is not None:
             how.append("send metadata 'authorization: Bearer <token>' with the token in grpc.auth.tokenFile")
         if self.client_certificates:
             how.append("present a client certificate signed by grpc.tls.clientCAFile")
-        raise errors.Unauthenticated(f"{method} changes state and needs an authenticated client: {' or '.join(how)}")
+        what = "changes state" if method in MUTATING_METHODS else "reads the scheduler's state"
+        return f"{method} {what} and needs an authenticated client: {' or '.join(how) or 'no credential is configured'}"
+
+    async def identify(self, method: str, context: grpc.aio.ServicerContext) -> access.Caller:
+        """The caller of this call (:class:`errors.Unauthenticated` when it
+        must be known and is not, or presents a credential nobody accepts;
+        :class:`errors.PermissionDenied` for a cluster-wide grant it lacks)."""
+        if not method.startswith(_BERTH):
+            return access.ANYONE
+        caller = await self._caller(method, context)
+        grant = CLUSTER_GRANTS.get(method)
+        authority = self.authority
+        if grant is not None and authority is not None and not caller.unrestricted:
+            await authority.require(caller, grant)
+        return caller
+
+    async def _caller(self, method: str, context: grpc.aio.ServicerContext) -> access.Caller:
+        authority = self.authority
+        presented = _bearer(context.invocation_metadata() or ())
+        if presented is not None:
+            if self.token is not None and hmac.compare_digest(presented.encode(), self.token):
+                return TOKEN_FILE_CALLER
+            if authority is not None:
+                return await authority.authenticate(presented)
+            if self.token is not None:
+                raise errors.Unauthenticated(f"{method}: the bearer token is not the one in grpc.auth.tokenFile")
+            # No token is configured and nobody could check one: as before, ignored.
+        if self.client_certificates and context.peer_identities():
+            return _certificate_caller(context, restricted=authority is not None)
+        mutating = method in MUTATING_METHODS
+        if mutating and (self.required or authority is not None) and not self.cfg.auth.allow_unauthenticated_mutations:
+            raise errors.Unauthenticated(self._how(method))
+        if not mutating and self.reads_required():
+            raise errors.Unauthenticated(self._how(method))
+        return access.ANYONE
+
+    def admit(self, method: str) -> None:
+        """:class:`errors.Unavailable` for the leader's state asked of a standby."""
+        core = self.core
+        if core is not None and method in LEADER_ONLY_METHODS and core.standby:
+            raise errors.Unavailable(f"not the leader (leader is {core.leader or 'not known yet'}): ask the leader")
+
+
+def _certificate_caller(context: grpc.aio.ServicerContext, *, restricted: bool) -> access.Caller:
+    """A verified client certificate's subject as the API server reads one:
+    CN the user, each O a group (x509 ``CommonNameUserConversion``)."""
+    auth = context.auth_context()
+    cn = [v.decode(errors="replace") for v in auth.get("x509_common_name", [])]
+    subject = (auth.get("x509_subject") or [b""])[0].decode(errors="replace")
+    groups = tuple(part[2:] for part in subject.split(",") if part.startswith("O="))
+    user = cn[0] if cn else subject
+    return access.Caller(user, groups, unrestricted=not restricted)
 
 
 def _bearer(metadata: object) -> str | None:

@@ -11,6 +11,7 @@ INTERNAL and logged), and the server keeps serving.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import socket
 import time
@@ -21,10 +22,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from berth import errors
+from berth import access, errors
 from berth.adapters.grpc import convert, edge, security
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
-from berth.cluster import model
+from berth.cluster import manifests, model
 from berth.cluster.embedded import EmbeddedCluster
 from berth.config import GrpcConfig
 from berth.scheduling import batch, explain, turnstile, visibility, whatif
@@ -99,6 +100,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
 
     async def Bind(self, request: scheduler_pb2.BindRequest, context: Any) -> scheduler_pb2.BindResponse:
         r = request
+        await self._require(
+            access.Attributes(
+                "create", "pods", namespace=r.pod_namespace or "default", name=r.pod_name, subresource="binding"
+            )
+        )
         return scheduler_pb2.BindResponse(error=await self.verbs.bind(r.pod_namespace, r.pod_name, r.pod_uid, r.node))
 
     async def Explain(self, request: scheduler_pb2.ExplainRequest, context: Any) -> scheduler_pb2.ExplainResponse:
@@ -111,39 +117,78 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         """Each pod is converted once, here at the door, and judged on its
         own: one that cannot be converted is rejected with the field at
         fault (``pods[i]...``) and the others go on, so a batch of N pods
-        answers as N single submits do."""
+        answers as N single submits do. In Kubernetes mode the pods are
+        created through the API server as the caller (:func:`batch.submit_as`)."""
         group = convert.podgroup_from_pb(request.group, "group") if request.HasField("group") else None
+        entries = _submitted(request)
         pods: list[model.Pod] = []
+        bodies: list[dict[str, Any] | None] = []
         paths: list[str] = []
         refused: dict[int, scheduler_pb2.SubmitResult] = {}
-        for i, p in enumerate(request.pods):
-            path = f"pods[{i}]"
-            try:
-                pods.append(convert.pod_from_pb(p, path))
-                paths.append(path)
-            except errors.InvalidArgument as e:
-                key = model.pod_key(p.metadata.namespace or "default", p.metadata.name)
-                refused[i] = scheduler_pb2.SubmitResult(pod=key, message=str(e))
-        judged = iter(batch.submit(self.core, pods, group, paths=paths))
+        for i, (path, pod, body, key) in enumerate(entries):
+            if isinstance(pod, errors.InvalidArgument):
+                refused[i] = scheduler_pb2.SubmitResult(pod=key, message=str(pod), reason=batch.INVALID)
+                continue
+            pods.append(pod)
+            bodies.append(body)
+            paths.append(path)
+        writes = batch.caller_writes(self.core)
+        if writes is not None:
+            caller = access.CALLER.get()
+            judged = iter(await batch.submit_as(self.core, writes, caller, pods, group, bodies=bodies, paths=paths))
+        else:
+            judged = iter(batch.submit(self.core, pods, group, paths=paths))
         results = []
-        for i in range(len(request.pods)):
+        for i in range(len(entries)):
             r = refused.get(i) or next(judged)
             if isinstance(r, batch.SubmitResult):
-                r = scheduler_pb2.SubmitResult(pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message)
+                r = scheduler_pb2.SubmitResult(
+                    pod=r.pod, uid=r.uid, accepted=r.accepted, message=r.message, reason=r.reason
+                )
             results.append(r)
         return scheduler_pb2.SubmitResponse(results=results)
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: Any) -> scheduler_pb2.CancelResponse:
-        res = batch.cancel(self.core, request.namespace, request.name)
+        writes = batch.caller_writes(self.core)
+        if writes is not None:
+            ns = request.namespace or "default"
+            res = await batch.cancel_as(self.core, writes, access.CALLER.get(), ns, request.name)
+        else:
+            res = batch.cancel(self.core, request.namespace, request.name)
         return scheduler_pb2.CancelResponse(cancelled=res.cancelled, message=res.message)
+
+    async def _require(self, attrs: access.Attributes) -> None:
+        """PermissionDenied (the API server's words) unless the caller may do ``attrs``."""
+        authority = self.core.authority
+        if authority is not None:
+            await authority.require(access.CALLER.get(), attrs)
+
+    def _pods(self) -> access.Scope:
+        """The namespaces whose pods this call's caller may see (``list pods``)."""
+        return access.Scope(self.core.authority, access.CALLER.get(), "list", "pods")
+
+    async def _queues_visible(self, names: list[str]) -> set[str]:
+        """The queues this call's caller may see: all with ``list
+        queues.berth.dev``, else those it may ``get`` by name."""
+        authority = self.core.authority
+        caller = access.CALLER.get()
+        if authority is None or (await authority.allowed(caller, QUEUES_LIST))[0]:
+            return set(names)
+        seen = set()
+        for name in names:
+            if (await authority.allowed(caller, access.Attributes("get", "queues", "berth.dev", name=name)))[0]:
+                seen.add(name)
+        return seen
 
     async def WatchDecisions(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
     ) -> AsyncIterator[scheduler_pb2.Decision]:
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
+        scope = self._pods()
         async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
-            yield convert.decision_to_pb(decision)
+            if await scope.admits(_namespace_of(decision.pod)):
+                yield convert.decision_to_pb(decision)
 
     async def WatchDecisionBatches(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
@@ -151,21 +196,27 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         stream = self.core.decisions.watch_batches(request.pods, replay=request.replay, linger=DECISION_LINGER)
+        scope = self._pods()
         async for decisions in stream:
-            yield convert.decision_batch_to_pb(decisions)
+            shown = await scope.filter(decisions, lambda d: _namespace_of(d.pod))
+            if shown:
+                yield convert.decision_batch_to_pb(shown)
 
     async def ListQueues(
         self, request: scheduler_pb2.ListQueuesRequest, context: Any
     ) -> scheduler_pb2.ListQueuesResponse:
         quota = self.core.quota
+        queues = quota.status()
+        visible = await self._queues_visible([q.name for q in queues])
         return scheduler_pb2.ListQueuesResponse(
-            queues=[convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0)) for q in quota.status()]
+            queues=[convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0)) for q in queues if q.name in visible]
         )
 
     async def GetQueue(self, request: scheduler_pb2.GetQueueRequest, context: Any) -> scheduler_pb2.QueueStatus:
         quota = self.core.quota
         if not request.name:
             raise errors.InvalidArgument("name: required (a queue name)")
+        await self._require(access.Attributes("get", "queues", "berth.dev", name=request.name))
         q = quota.get(request.name)
         if q is None:
             known = ", ".join(quota.names) if quota.enabled else "none are configured"
@@ -173,21 +224,29 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         return convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0))
 
     async def ListPods(self, request: scheduler_pb2.ListPodsRequest, context: Any) -> scheduler_pb2.ListPodsResponse:
+        scope = self._pods()
+        if request.namespace and not await scope.admits(request.namespace):
+            raise scope.denial(request.namespace)
         rows = visibility.list_pods(
             self.core, namespace=request.namespace or None, queue=request.queue or None, phase=request.phase or None
         )
-        return convert.pod_rows_to_pb(rows)
+        return convert.pod_rows_to_pb(await scope.filter(rows, lambda r: r.namespace))
 
     async def ListPodGroups(
         self, request: scheduler_pb2.ListPodGroupsRequest, context: Any
     ) -> scheduler_pb2.ListPodGroupsResponse:
+        scope = self._pods()
+        if request.namespace and not await scope.admits(request.namespace):
+            raise scope.denial(request.namespace)
         rows = visibility.list_pod_groups(self.core, namespace=request.namespace or None)
-        return convert.pod_group_rows_to_pb(rows)
+        return convert.pod_group_rows_to_pb(await scope.filter(rows, lambda r: r.namespace))
 
     async def Why(self, request: scheduler_pb2.WhyRequest, context: Any) -> scheduler_pb2.WhyResponse:
         if not request.name:
             raise errors.InvalidArgument("name: required (a pod name)")
-        key = model.pod_key(request.namespace or "default", request.name)
+        namespace = request.namespace or "default"
+        await self._require(access.Attributes("get", "pods", namespace=namespace, name=request.name))
+        key = model.pod_key(namespace, request.name)
         async with self.turns:
             return convert.why_to_pb(visibility.why(self.core, key))
 
@@ -201,6 +260,68 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             self.core, pod, request.replicas, profile=request.profile, deadline=deadline, turns=self.turns
         )
         return convert.whatif_to_pb(answer)
+
+
+#: Every queue, cluster-wide (the Queue resource is cluster-scoped).
+QUEUES_LIST = access.Attributes("list", "queues", "berth.dev")
+
+#: Pod manifests one Submit may carry (each is parsed on the event loop).
+MAX_MANIFESTS = 5000
+
+
+def _namespace_of(key: str) -> str:
+    return key.partition("/")[0]
+
+
+def _submitted(
+    request: scheduler_pb2.SubmitRequest,
+) -> list[tuple[str, model.Pod | errors.InvalidArgument, dict[str, Any] | None, str]]:
+    """(path, pod or why not, the client's own object or None, NAMESPACE/NAME)
+    for each pod of a Submit: from ``pods``, or from ``pod_manifests`` where
+    given (a v1 Pod as JSON each; parsed and validated as a manifest file)."""
+    out: list[tuple[str, model.Pod | errors.InvalidArgument, dict[str, Any] | None, str]] = []
+    raw = request.pod_manifests
+    if raw and request.pods and len(raw) != len(request.pods):
+        raise errors.InvalidArgument(
+            f"pod_manifests: {len(raw)} manifests for {len(request.pods)} pods: give one per pod, or only manifests"
+        )
+    if len(raw) > MAX_MANIFESTS:
+        raise errors.ResourceExhausted(f"pod_manifests: {len(raw)} manifests; at most {MAX_MANIFESTS} per call")
+    count = len(raw) or len(request.pods)
+    for i in range(count):
+        path = f"pod_manifests[{i}]" if raw else f"pods[{i}]"
+        fallback = request.pods[i] if i < len(request.pods) else None
+        key = model.pod_key(
+            (fallback.metadata.namespace if fallback else "") or "default", fallback.metadata.name if fallback else ""
+        )
+        try:
+            if raw:
+                pod, body = _manifest_pod(raw[i], path)
+                key = pod.key
+            else:
+                assert fallback is not None
+                pod, body = convert.pod_from_pb(fallback, path), None
+        except errors.InvalidArgument as e:
+            out.append((path, e, None, key))
+            continue
+        out.append((path, pod, body, key))
+    return out
+
+
+def _manifest_pod(raw: bytes, path: str) -> tuple[model.Pod, dict[str, Any]]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise errors.InvalidArgument(f"{path}: not a JSON object: {e}") from None
+    if not isinstance(body, dict) or body.get("kind", "Pod") != "Pod":
+        raise errors.InvalidArgument(f"{path}: expected a v1 Pod object")
+    try:
+        parsed = manifests.loads(raw.decode(), source=path)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise errors.InvalidArgument(str(e)) from None
+    if len(parsed.pods) != 1:
+        raise errors.InvalidArgument(f"{path}: expected one Pod")
+    return parsed.pods[0], body
 
 
 def _pod(pod: model_pb2.Pod) -> model.Pod:
@@ -363,7 +484,7 @@ class GrpcServer:
 
     def __init__(self, core: Core, verbs: Extender, feed: EmbeddedCluster) -> None:
         cfg = core.cfg.grpc
-        auth = security.Authenticator(cfg)
+        auth = security.Authenticator(cfg, core)
         limit = cfg.max_message_bytes
         self.edge = edge.EdgeInterceptor(auth)
         self.server = grpc.aio.server(

@@ -30,7 +30,9 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from berth import access as berth_access
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
+from berth.adapters.kubernetes.access import ApiServerReviewer, CallerWrites
 from berth.adapters.kubernetes import writer as _writer
 from berth.adapters.kubernetes.backoff import Backoff, retrying
 from berth.adapters.kubernetes.election import LeaderElector
@@ -82,6 +84,10 @@ class KubernetesRunner:
             process = _writer.WriterProcess(spawn)
         self.source = KubernetesSource(api, identity=self.identity, scheduler_name=first_profile, writer=process)
         core.default_source = self.source
+        # The batch API writes as its callers, and the doors ask the API
+        # server who they are and what they may see (berth.access).
+        self.as_caller = self.source.as_caller = CallerWrites(api)
+        core.authority = berth_access.Authority(ApiServerReviewer(api))
         self.informers: list[Informer[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._loop_task: asyncio.Task[None] | None = None
@@ -375,6 +381,7 @@ class KubernetesRunner:
             if not self.core.cfg.run_scheduling_loop:
                 await asyncio.Event().wait()
             if self.core.cfg.leader_election.leader_elect:
+                self.core.leader = self.core.leader or ""  # an election runs here; the holder is not known yet
                 await self._elect()
             else:
                 await self._lead()
@@ -387,5 +394,7 @@ class KubernetesRunner:
             await self.source.close()
         except Exception:
             log.exception("stopping the writer")
+        with contextlib.suppress(Exception):
+            await self.as_caller.close()
         with contextlib.suppress(Exception):
             await self.api.close()

@@ -71,6 +71,9 @@ class KubernetesSource:
         self.writes = PodWrites(api, identity=identity, scheduler_name=scheduler_name)
         #: ...or, when set and working, from the writer subprocess (:mod:`.writer`).
         self.writer = writer
+        #: The batch API's writes as its callers (the runner sets it:
+        #: :func:`berth.scheduling.batch.caller_writes`).
+        self.as_caller: object | None = None
 
     def _remote(self) -> WriterProcess | None:
         w = self.writer

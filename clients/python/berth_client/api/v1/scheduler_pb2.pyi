@@ -632,6 +632,7 @@ class SubmitRequest(_message.Message):
 
     PODS_FIELD_NUMBER: _builtins.int
     GROUP_FIELD_NUMBER: _builtins.int
+    POD_MANIFESTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.Pod]: ...
     @_builtins.property
@@ -640,15 +641,26 @@ class SubmitRequest(_message.Message):
         gang placed all or nothing.
         """
 
+    @_builtins.property
+    def pod_manifests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The same pods as Kubernetes objects (a v1 Pod as JSON each), in the
+        order of `pods`, or instead of `pods`. A Kubernetes-backed Berth creates
+        each through the API server as the caller, exactly as written (it adds
+        only the group label and a default schedulerName); an embedded Berth
+        reads them as it reads a manifest file. Needed in Kubernetes mode for
+        what `Pod` does not carry (images, commands, volumes' sources).
+        """
+
     def __init__(
         self,
         *,
         pods: _abc.Iterable[_model_pb2.Pod] | None = ...,
         group: _model_pb2.PodGroup | None = ...,
+        pod_manifests: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["group", b"group"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "pods", b"pods"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "pod_manifests", b"pod_manifests", "pods", b"pods"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -662,12 +674,18 @@ class SubmitResult(_message.Message):
     UID_FIELD_NUMBER: _builtins.int
     ACCEPTED_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     pod: _builtins.str
     """NAMESPACE/NAME"""
     uid: _builtins.str
     accepted: _builtins.bool
     message: _builtins.str
     """Why not accepted, or "already submitted"."""
+    reason: _builtins.str
+    """Why not accepted, in one word, the API server's StatusReason where it
+    has one: "Invalid", "AlreadyExists", "Forbidden", "NotFound",
+    "Unauthorized", "ServiceUnavailable"; empty when accepted.
+    """
     def __init__(
         self,
         *,
@@ -675,10 +693,11 @@ class SubmitResult(_message.Message):
         uid: _builtins.str = ...,
         accepted: _builtins.bool = ...,
         message: _builtins.str = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "message", b"message", "pod", b"pod", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "message", b"message", "pod", b"pod", "reason", b"reason", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
