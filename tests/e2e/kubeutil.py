@@ -66,3 +66,61 @@ def events_for(kube: bed.Kube, name: str, namespace: str = "default") -> list[di
 
 def delete_pod(kube: bed.Kube, name: str, namespace: str = "default") -> None:
     kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", gracePeriodSeconds="0")
+
+
+def service_account_token(
+    kube: bed.Kube,
+    namespace: str,
+    name: str,
+    *,
+    rules: list[dict[str, Any]] | None = None,
+    cluster_rules: list[dict[str, Any]] | None = None,
+) -> str:
+    """A token of ServiceAccount ``namespace/name`` (TokenRequest API),
+    granted ``rules`` in its namespace (Role + RoleBinding) and
+    ``cluster_rules`` cluster-wide (ClusterRole + ClusterRoleBinding)."""
+    kube.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+        exist_ok=True,
+    )
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    rbac = "rbac.authorization.k8s.io/v1"
+    role_name = f"{namespace}-{name}"
+    if rules:
+        kube.create(
+            {
+                "apiVersion": rbac,
+                "kind": "Role",
+                "metadata": {"name": role_name, "namespace": namespace},
+                "rules": rules,
+            },
+            exist_ok=True,
+        )
+        kube.create(
+            {
+                "apiVersion": rbac,
+                "kind": "RoleBinding",
+                "metadata": {"name": role_name, "namespace": namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+                "subjects": subject,
+            },
+            exist_ok=True,
+        )
+    if cluster_rules:
+        kube.create(
+            {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name}, "rules": cluster_rules},
+            exist_ok=True,
+        )
+        kube.create(
+            {
+                "apiVersion": rbac,
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": role_name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+                "subjects": subject,
+            },
+            exist_ok=True,
+        )
+    req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    out = kube.ok("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", req)
+    return str(out["status"]["token"])

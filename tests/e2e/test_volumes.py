@@ -360,7 +360,8 @@ def test_a_node_at_its_csi_attach_limit_is_skipped(scene: Scene, start_berth: Ca
         wait_for(f"csi-claim-{i} bound", lambda i=i: bound_claim(scene.kube, f"csi-claim-{i}"), 30)
     # A pod already using one volume of the driver on the full node (set by nodeName: no scheduler).
     scene.create(with_claims("attached", "csi-claim-0", nodeName=full))
-    berth = start_berth()
+    # pods_on reads with no credential (RBAC-filtered reads: tests/e2e/test_batch_on_kubernetes.py).
+    berth = start_berth({"grpc": {"auth": {"reads": "open"}}})
     # It prefers the full node; only the attach limit can keep it away.
     prefer = {
         "nodeAffinity": {
