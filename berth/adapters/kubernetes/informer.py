@@ -44,6 +44,16 @@ T = TypeVar("T")
 LIST_TIMEOUT_SECONDS = 60.0
 #: How long past the watch's own ``timeoutSeconds`` its stream may stay open.
 WATCH_GRACE_SECONDS = 30
+#: A watch that has sent nothing for this long is dead, not quiet: the API
+#: server's watch cache sends a bookmark "roughly every minute" to a watch
+#: that asked for them (``defaultBookmarkFrequency``, k8s.io/apiserver
+#: pkg/storage/cacher/cacher.go and cache_watcher.go ``nextBookmarkTime``,
+#: v0.37.2), so a connection silent past a minute and a half has lost its
+#: peer without a FIN or RST (a NAT or load balancer dropping state). It is
+#: closed — never handed back to the pool — and the watch resumes on a fresh
+#: one; without this, the stream would wait for its total timeout (300 + 30
+#: s) while nothing is scheduled from stale state.
+WATCH_READ_IDLE_SECONDS = 90.0
 
 
 class _Meta(msgspec.Struct):
@@ -131,6 +141,7 @@ class Informer(Generic[T]):
         field_selector: str | None = None,
         page_size: int = 500,
         watch_timeout: int = 300,
+        read_idle: float = WATCH_READ_IDLE_SECONDS,
         prepare: Callable[[T], T] | None = None,
     ) -> None:
         """``prepare``: applied to every object just decoded, before the
@@ -145,11 +156,13 @@ class Informer(Generic[T]):
         self._field_selector = field_selector
         self._page_size = page_size
         self._watch_timeout = watch_timeout
+        self._read_idle = read_idle
         self.store: dict[str, tuple[str, T]] = {}  # key -> (resourceVersion, object)
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
         self.events = 0
+        self.silent_watches = 0
 
     @staticmethod
     def _key(meta: _ObjMeta) -> str:
@@ -224,9 +237,18 @@ class Informer(Generic[T]):
             _request_timeout=self._watch_timeout + WATCH_GRACE_SECONDS,
         )
         resp = await checked(await self._list_call(**kw))
+        chunks = aiter(resp.content.iter_any())
         try:
             buf = b""
-            async for chunk in resp.content.iter_any():
+            while True:
+                try:
+                    async with asyncio.timeout(self._read_idle):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    _drop(resp)
+                    raise SilentWatch(f"the watch sent nothing for {self._read_idle:.0f}s") from None
                 buf += chunk
                 while True:
                     nl = buf.find(b"\n")
@@ -301,6 +323,11 @@ class Informer(Generic[T]):
                     need_list = True
                     continue
                 why = f"API error {describe(e)}"
+            except SilentWatch as e:
+                # Resume at once on a fresh connection (the dead one is closed).
+                log.warning("%s informer: %s; watching again on a new connection", self.name, e)
+                self.silent_watches += 1
+                continue
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 why = f"cannot reach the API server ({describe(e)})"
             except msgspec.DecodeError as e:
@@ -314,6 +341,17 @@ class Informer(Generic[T]):
             delay = backoff.next()
             log.warning("%s informer: %s failed: %s; retrying in %.1fs", self.name, step, why, delay)
             await asyncio.sleep(delay)
+
+
+class SilentWatch(Exception):
+    """A watch stream sent nothing, not even a bookmark, for too long."""
+
+
+def _drop(resp: Any) -> None:
+    """Close ``resp``'s connection instead of returning it to the pool."""
+    close = getattr(resp, "close", None)
+    if close is not None:
+        close()
 
 
 async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
