@@ -151,10 +151,19 @@ class CallerWrites:
     """The batch API's writes, made as the caller (module docstring)."""
 
     def __init__(self, api: client.ApiClient) -> None:
-        self.api = anonymous_client(api)
+        self._mine = api
+        self._api: client.ApiClient | None = None
+
+    @property
+    def api(self) -> client.ApiClient:
+        """Made at the first write: most replicas never write as a caller."""
+        if self._api is None:
+            self._api = anonymous_client(self._mine)
+        return self._api
 
     async def close(self) -> None:
-        await self.api.close()
+        if self._api is not None:
+            await self._api.close()
 
     async def _call(self, caller: access.Caller, method: str, path: str, body: Any = None) -> Any:
         if not caller.token:
