@@ -178,8 +178,13 @@ class BerthConfiguration(_Cfg):
     pod_max_backoff_seconds: float = 10.0
     pod_max_in_unschedulable_pods_seconds: float = 300.0
     #: An assumed pod whose bind returned but never confirmed is released
-    #: after this long (kube-scheduler's durationToExpireAssumedPod).
-    assumed_pod_ttl_seconds: float = msgspec.field(default=30.0, name="assumedPodTTLSeconds")
+    #: after this long; 0 (the default): never, as kube-scheduler, whose
+    #: cache no longer expires assumed pods (``durationToExpireAssumedPod``
+    #: was 0 from v1.29, kubernetes#106361, and the TTL is gone from
+    #: pkg/scheduler/backend/cache in v1.37.2): a pod's confirming Add may be
+    #: late (a watch being re-established) but is never optional, and
+    #: releasing its room meanwhile would over-commit the node.
+    assumed_pod_ttl_seconds: float = msgspec.field(default=0.0, name="assumedPodTTLSeconds")
     #: Deprecated: Coscheduling's ``scheduleTimeoutSeconds`` argument. When
     #: set, it becomes that argument in every profile that does not set it.
     gang_schedule_timeout_seconds: float | None = None
@@ -287,8 +292,8 @@ def validate(cfg: BerthConfiguration) -> None:
         raise ConfigError("podMaxBackoffSeconds: must be at least podInitialBackoffSeconds")
     if cfg.pod_max_in_unschedulable_pods_seconds <= 0:
         raise ConfigError("podMaxInUnschedulablePodsSeconds: must be greater than 0")
-    if cfg.assumed_pod_ttl_seconds <= 0:
-        raise ConfigError("assumedPodTTLSeconds: must be greater than 0")
+    if cfg.assumed_pod_ttl_seconds < 0:
+        raise ConfigError("assumedPodTTLSeconds: must be 0 (never expire) or more")
     for name, port in (("http.port", cfg.http.port), ("grpc.port", cfg.grpc.port)):
         if not 0 <= port <= 65535:
             raise ConfigError(f"{name}: {port} is not a valid port")

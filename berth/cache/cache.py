@@ -20,7 +20,8 @@ moves through these states::
   counted there at once so the next cycle sees them.
 - ``finish_binding``: the bind call returned; if the confirming Add never
   arrives within ``assumed_ttl`` the pod expires (``cleanup_expired``) and
-  its resources are released.
+  its resources are released; with ``assumed_ttl`` 0 (the default, as
+  kube-scheduler) it waits for its Add however late.
 - ``forget_pod``: binding failed; undo the assumption.
 - ``add_pod``: the pod is confirmed bound (informer Add, or the embedded
   binder). An assumed pod that shows up on another node moves there.
@@ -68,7 +69,7 @@ PodListener = Callable[[PodInfo, str, int], None]
 class Cache:
     """See the module docstring. Not thread-safe: one event loop owns it."""
 
-    def __init__(self, *, assumed_ttl: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, assumed_ttl: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.assumed_ttl = assumed_ttl
         self._clock = clock
         self.table = NodeTable(ResourceColumns())
@@ -205,7 +206,7 @@ class Cache:
         if st is None or not st.assumed:
             return
         st.binding_finished = True
-        st.deadline = self._clock() + self.assumed_ttl
+        st.deadline = self._clock() + self.assumed_ttl if self.assumed_ttl > 0 else None
 
     def forget_pod(self, uid: str) -> None:
         st = self._pods.get(uid)

@@ -140,3 +140,16 @@ def test_node_order_round_robins_zones_like_the_node_tree() -> None:
         cache.add_node(make_node(name, labels={"topology.kubernetes.io/zone": zone}))
     snap = cache.new_snapshot()
     assert [snap.name(r) for r in snap.order()] == ["a1", "b1", "c1", "a2", "c2", "a3"]
+
+
+def test_by_default_an_assumed_pod_waits_for_its_add_however_late() -> None:
+    # kube-scheduler v1.37.2's cache has no expiry (pkg/scheduler/backend/cache).
+    now = [0.0]
+    cache = Cache(clock=lambda: now[0])
+    cache.add_node(make_node("n", cpu="4"))
+    pi = PodInfo.of(make_pod("p", requests={"cpu": "1"}))
+    cache.assume_pod(pi, "n")
+    cache.finish_binding(pi.uid)
+    now[0] = 10 * 365 * 24 * 3600.0
+    assert cache.cleanup_expired() == []
+    assert cache.is_assumed(pi.uid)
