@@ -304,18 +304,27 @@ async def serve(
     core.ready = False
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.remove_signal_handler(signal.SIGHUP)
-    for task in (reload_task, loop_task, kube_task, *waiters):
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    # The Kubernetes adapter has ended its term and released the Lease (its
-    # task's cancellation above), so a standby can take over while both
-    # servers drain, bounded by shutdownGracePeriodSeconds; then its API
-    # client closes.
+    # Every door stops taking work first (the servers refuse new requests at
+    # once and give those in flight shutdownGracePeriodSeconds), so that
+    # nothing keeps feeding the loop while it stops; the loop and the
+    # Kubernetes adapter (which ends its term and releases the Lease, so a
+    # standby takes over meanwhile) are cancelled beside them, and waited
+    # for no longer than the grace: shutdown ends whatever the load (a
+    # server that kept answering for 90 s after SIGTERM was issue 28's).
     grace = cfg.shutdown_grace_period_seconds
-    await asyncio.gather(
+    doors = asyncio.gather(
         http_server.stop(runner, grace),
         grpc.stop(grace=grace),
-        *([runner_k8s.close()] if runner_k8s is not None else []),
     )
+    tasks = [t for t in (reload_task, loop_task, kube_task, *waiters) if t is not None]
+    for task in tasks:
+        task.cancel()
+    done, stuck = await asyncio.wait(tasks, timeout=grace + 1.0)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None and task is not kube_task:
+            log.error("shutdown: %s had failed: %s", task.get_name(), task.exception())
+    for task in stuck:
+        log.warning("shutdown: %s did not stop within %.0fs; leaving it", task.get_name(), grace + 1.0)
+    await doors
+    if runner_k8s is not None:
+        await runner_k8s.close()
