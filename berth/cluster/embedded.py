@@ -38,7 +38,7 @@ from typing import TypeVar
 
 import msgspec
 
-from berth.cluster import dra, dra_validation, manifests, model, validation
+from berth.cluster import dra, dra_validation, manifests, model, resources, validation
 from berth.cluster.embedded_storage import StorageObjects
 from berth.cluster.manifests import Manifests, default_uid
 from berth.cluster.sources import BindConflict, BindError, ClusterListener, Conflict, Source
@@ -442,6 +442,7 @@ class EmbeddedCluster(StorageObjects):
             raise BindConflict(f"pod {pod.key} is already assigned to node {bound!r}")
         if node not in self.nodes:
             raise BindError(f'nodes "{node}" not found')
+        self._kubelet_admits(current, node)
         status = current.status
         if status.nominated_node_name:
             status = msgspec.structs.replace(status, nominated_node_name="")
@@ -455,6 +456,31 @@ class EmbeddedCluster(StorageObjects):
         self.pods[pod.key] = updated
         _remember(self.bindings, (pod.key, node))
         self.core.on_pod(updated, source=self)
+
+    def _kubelet_admits(self, pod: model.Pod, node: str) -> None:
+        """Refuse what the node's kubelet would refuse at admission, as a
+        Binding of a pod that does not fit would end there
+        (``pkg/kubelet/lifecycle/predicate.go``, v1.37.2: the resource fit of
+        GeneralPredicates — pods first, then cpu, memory, ephemeral storage,
+        then the other resources — reason ``OutOf<resource>`` and
+        ``InsufficientResourceError``'s message). The scheduler's own binds
+        fit by construction; this stops a bind from outside (the extender's
+        ``bind`` verb, gRPC Bind) that nothing checked."""
+        want = resources.pod_requests(pod)
+        used, count = self.core.node_usage(node, excluding=pod.metadata.uid)
+        alloc = resources.node_allocatable(self.nodes[node])
+        checks = [("pods", 1, count)] + [
+            (name, want[name], used.get(name, 0))
+            for name in sorted(want, key=lambda n: (_ADMISSION_ORDER.get(n, len(_ADMISSION_ORDER)), n))
+            if want[name] > 0
+        ]
+        for name, requested, in_use in checks:
+            capacity = alloc.get(name, 0)
+            if requested > capacity - in_use:
+                raise BindError(
+                    f"OutOf{name}: Node didn't have enough resource: {name}, "
+                    f"requested: {requested}, used: {in_use}, capacity: {capacity}"
+                )
 
     async def evict(self, pod: model.Pod, reason: str) -> None:
         current = self.pods.pop(pod.key, None)
@@ -548,3 +574,8 @@ def _in_namespace(obj: Namespaced) -> Namespaced:
 
 def _key(obj: model.PodGroup | model.PodDisruptionBudget | dra.ResourceClaimTemplate) -> str:
     return model.pod_key(obj.metadata.namespace, obj.metadata.name)
+
+
+#: The order in which a kubelet checks a pod's requests (noderesources.Fits:
+#: cpu, memory, ephemeral-storage, then the scalar resources by name).
+_ADMISSION_ORDER = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}

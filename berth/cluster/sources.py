@@ -111,6 +111,12 @@ class ClusterListener(Protocol):
         source that can refuse (the embedded cluster) asks before it applies
         any pod of a batch; an informer cannot refuse and does not ask."""
 
+    def node_usage(self, node: str, *, excluding: str = "") -> tuple[dict[str, int], int]:
+        """What the pods on ``node`` request (canonical amounts) and how many
+        they are, leaving out the pod with uid ``excluding``: a source that
+        emulates a kubelet's admission (the embedded cluster) asks it."""
+        ...
+
     def on_node(self, node: model.Node) -> None: ...
 
     def on_node_delete(self, name: str) -> None: ...

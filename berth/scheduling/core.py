@@ -219,6 +219,20 @@ class Core:
         self.quota.capacity_changed()
         self.cache.remove_node(name)
 
+    def node_usage(self, node: str, *, excluding: str = "") -> tuple[dict[str, int], int]:
+        """The requests of the pods the cache holds on ``node`` (bound and
+        assumed), summed, and their count, without pod ``excluding``."""
+        info = self.cache.node_info(node)
+        used: dict[str, int] = {}
+        count = 0
+        for uid, pi in (info.pods.items() if info is not None else ()):
+            if uid == excluding:
+                continue
+            count += 1
+            for name, amount in pi.requests.items():
+                used[name] = used.get(name, 0) + amount
+        return used, count
+
     def admit_pods(self, pods: Sequence[model.Pod]) -> None:
         """Refuse a batch (valid pod by pod) that the core cannot take whole:
         a uid another pod holds (AlreadyExists), or a node whose requested
