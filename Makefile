@@ -15,7 +15,7 @@ export BERTH_K8S_VERSION := $(K8S_VERSION)
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: install run test test-fast test-matrix lint protos e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
+.PHONY: image install run test test-fast test-matrix lint protos docs e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
 
 install: $(STAMP)
 
@@ -25,12 +25,28 @@ install: $(STAMP)
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e clients/python -e '.[dev,bench]'
+	@# PYTHONWARNINGS: setuptools' build backend warns "Editable installation.
+	@# Please be careful with folders in your working directory..." for every
+	@# -e install, which pip >= 24 passes through even with --quiet.
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e clients/python -e '.[dev,bench]'
 	@touch $(STAMP)
 
 run: install
 	$(BIN)/berth serve --cluster examples/cluster.yaml --config examples/berth.yaml \
 		--http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
+
+# Berth's container image from the Dockerfile, with whichever of docker,
+# podman or buildah is installed (docs/operations.md: push it and set the
+# chart's image.repository). IMAGE=registry/berth:tag names it.
+IMAGE ?= berth:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+
+image:
+	@tool=""; for t in docker podman buildah; do if command -v $$t >/dev/null 2>&1; then tool=$$t; break; fi; done; \
+	if [ -z "$$tool" ]; then \
+		echo "make image: no container build tool found; install one of: docker (https://docs.docker.com/engine/install/)," >&2; \
+		echo "  podman (apt-get install podman) or buildah (apt-get install buildah)" >&2; exit 1; fi; \
+	echo "make image: building $(IMAGE) with $$tool"; \
+	if [ "$$tool" = buildah ]; then buildah build -t $(IMAGE) .; else DOCKER_BUILDKIT=1 $$tool build -t $(IMAGE) .; fi
 
 # Every test: unit, adapter, conformance, lint, the Helm chart, the
 # dashboard in a real browser (browser-deps) and the real-control-plane suite
@@ -117,6 +133,13 @@ lint: install
 # re-exports them); tests/core/test_protos.py fails when they are stale.
 protos: install
 	$(BIN)/python scripts/gen_protos.py
+
+# docs/configuration.md and docs/cli.md, generated from berth/config.py's
+# structs and field comments and from the CLI's argparse parser
+# (tests/core/test_generated_docs.py fails when they are stale).
+docs: install
+	$(BIN)/python scripts/gen_config_doc.py
+	$(BIN)/python scripts/gen_cli_doc.py
 
 # Regenerate the committed Kubernetes field schema berth/cluster/openapi/v1.37.json
 # (strict manifests) from the e2e bed's kube-apiserver; needs e2e-deps, not run by `make test`.

@@ -27,6 +27,8 @@ FULL = [
     ["bench.extender", "cache", "--nodes", "5000"],
     ["bench.extender", "full", "--nodes", "5000"],
     ["bench.grpc_api", "--nodes", "5000", "--pods", "10000"],
+    ["bench.state", "submit", "--nodes", "5000", "--pods", "10000"],
+    ["bench.state", "restore", "--nodes", "5000", "--pods", "50000"],
     ["bench.memory", "footprint", "--nodes", "5000", "--pods", "50000"],
     ["bench.memory", "churn", "--minutes", "10"],
     # scheduler_perf's shapes at 5000 nodes (PreemptionBasic: 1000, as upstream),
@@ -43,6 +45,8 @@ QUICK = [
     ["bench.extender", "cache", "--nodes", "500", "--iterations", "50", "--repeat", "1"],
     ["bench.extender", "full", "--nodes", "500", "--iterations", "3", "--repeat", "1"],
     ["bench.grpc_api", "--nodes", "500", "--pods", "500", "--iterations", "5", "--repeat", "1"],
+    ["bench.state", "submit", "--nodes", "500", "--pods", "500", "--repeat", "1"],
+    ["bench.state", "restore", "--nodes", "500", "--pods", "5000", "--repeat", "1"],
     ["bench.memory", "footprint", "--nodes", "500", "--pods", "5000"],
     ["bench.memory", "churn", "--minutes", "0.5", "--reference-seconds", "10"],
     [
@@ -115,6 +119,10 @@ def _targets() -> list[tuple[str, str, str]]:
     row("node-cache filter+prioritize p99 <= 2 ms", v, "{:.2f} ms", None if v is None else v <= 2)
     v = get("grpc", "cli", "pods_per_second", "median")
     row("berth submit 10000 pods, 5000 nodes >= 2000/s", v, "{:.0f} pods/s", None if v is None else v >= 2000)
+    v = get("state-submit", "ratio")
+    row("berth submit, sqlite / memory store >= 0.8", v, "{:.2f}", None if v is None else v >= 0.8)
+    v = get("state-restore", "sqlite", "median")
+    row("restore 5000 nodes + 50000 pods < 5 s", v, "{:.2f} s", None if v is None else v < 5)
     v = get("memory-serve", "rss_mib")
     row("RSS 5000 nodes + 50000 pods <= 300 MB", v, "{:.0f} MiB", None if v is None else v * 1.048576 <= 300)
     v = get("memory-churn", "growth_percent")

@@ -90,10 +90,10 @@ def _cli_once(
     first: list[float] = []
     real_submit = berth_client.AsyncClient.submit
 
-    async def timed_submit(self: berth_client.AsyncClient, items: Any) -> Any:
+    async def timed_submit(self: berth_client.AsyncClient, items: Any, **options: Any) -> Any:
         if not first:
             first.append(time.perf_counter())
-        return await real_submit(self, items)
+        return await real_submit(self, items, **options)
 
     argv = ["submit", "-f", str(manifest), "--wait", "--timeout", "600", "-o", "json"]
     argv += ["--server", f"127.0.0.1:{port}"]

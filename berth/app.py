@@ -24,14 +24,17 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from berth import config, features, reload
+from berth import config, features, gangs, reload
+from berth import store as state_store
 from berth.adapters.grpc import security as grpc_security
 from berth.adapters.grpc.server import GrpcServer
+from berth.adapters.http import security as http_security
 from berth.adapters.http import server as http_server
 from berth.adapters.http.tls import server_ssl_context
 from berth.cache.cache import Cache
-from berth.cluster import manifests
+from berth.cluster import manifests, workload_api
 from berth.cluster.embedded import EmbeddedCluster
+from berth.errors import InvalidArgument
 from berth.framework import registry
 from berth.framework.handle import Handle
 from berth.framework.runtime import Framework
@@ -43,6 +46,7 @@ from berth.scheduling.client import DEFAULT_BACKOFF, SourceClient
 from berth.scheduling.core import Core, new_queue_tree
 from berth.scheduling.decisions import DecisionLog
 from berth.scheduling.dra_state import DraStore
+from berth.scheduling.durable import Durable
 from berth.scheduling.loop import Scheduler
 from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
 from berth.scheduling.verbs import Extender
@@ -66,6 +70,9 @@ class Berth:
     #: The scheduling loop, when this process runs one from the start (not in
     #: Kubernetes mode, where the leader starts it).
     scheduler: Scheduler | None
+    #: Standalone Berth's state store (:mod:`berth.scheduling.durable`), when
+    #: built with one; :meth:`Durable.restore` opens it and starts keeping.
+    durable: Durable | None = None
 
     async def run_loop(self) -> None:
         """Run the scheduling loop until cancelled; then finish what it started."""
@@ -92,6 +99,14 @@ def _port_in_use(field: str, flag: str, host: str, port: int) -> Iterator[None]:
         ) from None
 
 
+def _url_host(host: str) -> str:
+    """``host`` as a URL names it: all interfaces as loopback (what a
+    browser on this machine opens), an IPv6 literal in brackets."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1" if host != "::" else "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
 def build(
     cfg: config.BerthConfiguration | None = None,
     *,
@@ -100,6 +115,7 @@ def build(
     run_loop: bool | None = None,
     metrics: Metrics | None = None,
     feats: features.Features | None = None,
+    store: state_store.StateStore | None = None,
 ) -> Berth:
     """Assemble a Berth. ``run_loop`` defaults to ``cfg.runSchedulingLoop``;
     ``clock`` drives backoffs, assumed-pod expiry and the queue (tests pass
@@ -115,11 +131,13 @@ def build(
     in_pre_bind = PodsInPreBind()
     dra_store = DraStore()
     volume_store = VolumeStore()
+    scheduling_groups = workload_api.GroupStore(feats.version)
     # util.BindPod retries a Binding on retriable errors from 1.37 (utils.go v1.37.2).
     client = SourceClient(
         pods, dra_store, bind_backoff=DEFAULT_BACKOFF if feats.version >= features.KubeVersion(1, 37) else None
     )
-    quota = new_queue_tree(cfg, cache, nominator)
+    gang_index = gangs.GangIndex(cfg.gang_sources)
+    quota = new_queue_tree(cfg, cache, nominator, group_queue=gang_index.queue_of)
     quota_metrics.register(metrics.registry, quota)
     frameworks: dict[str, Framework] = {}
     for prof in cfg.profiles:
@@ -142,6 +160,8 @@ def build(
             metrics=metrics,
             clock=clock,
             features=feats,
+            scheduling_groups=scheduling_groups,
+            gangs=gang_index,
         )
         frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof, feats), handle)
     core = Core(
@@ -164,6 +184,8 @@ def build(
         quota=quota,
         dra_store=dra_store,
         volume_store=volume_store,
+        scheduling_groups=scheduling_groups,
+        gangs=gang_index,
     )
     for fwk in frameworks.values():
         fwk.handle.activator = core
@@ -173,7 +195,12 @@ def build(
     if cfg.run_scheduling_loop if run_loop is None else run_loop:
         scheduler = Scheduler(core)
         scheduler.attach()
-    return Berth(cfg, core, cluster, Extender(core), scheduler)
+    durable = None
+    if store is not None:
+        durable = Durable(store, core, cluster)
+        core.decisions.max_history_entries = cfg.state.decisions.max_entries
+        core.decisions.max_history_bytes = cfg.state.decisions.max_bytes
+    return Berth(cfg, core, cluster, Extender(core), scheduler, durable)
 
 
 @contextlib.asynccontextmanager
@@ -213,6 +240,10 @@ async def serve(
     # Who may mutate over gRPC, and its certificate/token files: checked
     # before any port is bound (one ConfigError line otherwise).
     grpc_security.validate(cfg.grpc)
+    # Likewise who may call the extender verbs, and who may read the dashboard.
+    if cfg.extender.enabled:
+        http_security.validate_extender(cfg.http)
+    http_security.validate_ui(cfg.ui, kubernetes=kube)
     api = None
     feats = None
     if kube:
@@ -231,8 +262,12 @@ async def serve(
     else:
         feats = cfg.features()
     log.info("following kube-scheduler %s; feature gates on: %s", feats.version, ", ".join(feats.enabled()))
+    # Standalone Berth keeps its state (sqlite by default; memory for the
+    # demo's --cluster file unless `state:` names a store); in Kubernetes
+    # mode the API server is the only store.
+    store = None if kube else state_store.new_store(cfg.state, default_backend="memory" if cluster_file else "sqlite")
     # In Kubernetes mode the leader starts the loop (KubernetesRunner).
-    berth = build(cfg, run_loop=False if kube else None, feats=feats)
+    berth = build(cfg, run_loop=False if kube else None, feats=feats, store=store)
     core = berth.core
     runner_k8s = None
     if api is not None:
@@ -240,8 +275,33 @@ async def serve(
 
         runner_k8s = KubernetesRunner(core, api)
     else:
-        if cluster_file is not None:
-            berth.cluster.load(manifests.load(cluster_file, validate=cluster_validate))
+        restored = await berth.durable.restore() if berth.durable is not None else None
+        if restored is not None:
+            # A memory store made afresh (the demo's --cluster file) is nothing to report.
+            fresh_memory = restored.created and isinstance(store, state_store.MemoryStore)
+            log.log(
+                logging.DEBUG if fresh_memory else logging.INFO,
+                "state (%s, epoch %s): %s; %d objects, %d pods (%d bound), %d decisions up to serial %d in %.2f s",
+                state_store.describe(store) if store is not None else "none",
+                restored.epoch,
+                "created" if restored.created else "restored",
+                restored.objects,
+                restored.pods,
+                restored.bound,
+                restored.decisions,
+                restored.serial,
+                restored.seconds,
+            )
+        if cluster_file is not None and restored is not None and not restored.created:
+            log.info("%s not loaded: the state store already holds this Berth's cluster", cluster_file)
+        elif cluster_file is not None:
+            objects = manifests.load(cluster_file, validate=cluster_validate)
+            berth.cluster.load(objects)
+            if objects.queues:  # Queue objects: judged with the configuration's queues, all or nothing
+                try:
+                    core.load_queue_objects(objects.queues)
+                except InvalidArgument as e:
+                    raise manifests.ManifestError(f"{cluster_file}: {e}") from None
             berth.cluster.log_summary()
         core.ready = True
 
@@ -251,14 +311,26 @@ async def serve(
     gc.freeze()
     try:
         with _port_in_use("http.port", "--http-port", cfg.http.host, cfg.http.port):
-            runner, http_port = await http_server.start(core, berth.extender, server_ssl_context(cfg.http.tls))
+            runner, http_port = await http_server.start(
+                core, berth.extender, http_security.extender_ssl_context(cfg.http)
+            )
         try:
             with _port_in_use("grpc.port", "--grpc-port", cfg.grpc.host, cfg.grpc.port):
-                grpc = GrpcServer(core, berth.extender, berth.cluster)
+                grpc = GrpcServer(core, berth.extender, berth.cluster, durable=berth.durable)
             await grpc.start()
         except BaseException:
             await runner.cleanup()
             raise
+        ui_runner = None
+        if cfg.ui.enabled:
+            try:
+                with _port_in_use("ui.port", "--ui-port", cfg.ui.host, cfg.ui.port):
+                    ui_runner, ui_port = await http_server.start_dashboard(
+                        core, server_ssl_context(cfg.ui.tls, field="ui.tls")
+                    )
+            except BaseException:
+                await asyncio.gather(runner.cleanup(), grpc.stop(grace=0))
+                raise
     except BaseException:
         if runner_k8s is not None:
             await runner_k8s.close()
@@ -266,13 +338,17 @@ async def serve(
     # Informers make /readyz ready after the first full sync; the leader schedules.
     kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes") if runner_k8s is not None else None
     loop_task = asyncio.create_task(berth.run_loop(), name="scheduling-loop") if berth.scheduler else None
+    dashboard = "off"
+    if ui_runner is not None:
+        dashboard = f"http{'s' if cfg.ui.tls else ''}://{_url_host(cfg.ui.host)}:{ui_port}/ui/"
     log.info(
-        "Berth serving: HTTP on %s:%d (extender at %s), gRPC on %s:%d; %d nodes, %d pods",
+        "Berth serving: HTTP on %s:%d (extender at %s), gRPC on %s:%d, dashboard %s; %d nodes, %d pods",
         cfg.http.host,
         http_port,
         cfg.extender.url_prefix,
         cfg.grpc.host,
         grpc.port,
+        dashboard,
         core.cache.node_count,
         core.cache.pod_count,
     )
@@ -314,6 +390,7 @@ async def serve(
     grace = cfg.shutdown_grace_period_seconds
     doors = asyncio.gather(
         http_server.stop(runner, grace),
+        *([http_server.stop(ui_runner, grace)] if ui_runner is not None else []),
         grpc.stop(grace=grace),
     )
     tasks = [t for t in (reload_task, loop_task, kube_task, *waiters) if t is not None]
@@ -328,3 +405,5 @@ async def serve(
     await doors
     if runner_k8s is not None:
         await runner_k8s.close()
+    if berth.durable is not None:
+        await berth.durable.close()  # the last bindings' commit, then the lock

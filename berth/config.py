@@ -33,10 +33,11 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
-from berth import features
+from berth import features, gangs
 from berth.errors import InvalidArgument
 from berth.framework import registry
 from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, PluginRef, Plugins, PluginSet, Profile
+from berth.quota import naming
 from berth.quota.spec import PreemptionSpec, QueueSpec, validate_queues
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "ExtenderConfig",
     "GrpcAuthConfig",
     "GrpcConfig",
+    "HttpAuthConfig",
     "HttpConfig",
     "LeaderElectionConfig",
     "PluginConfig",
@@ -58,6 +60,8 @@ __all__ = [
     "Profile",
     "QueueSpec",
     "TLSConfig",
+    "UiAuthConfig",
+    "UiConfig",
     "load",
     "parse",
 ]
@@ -88,7 +92,31 @@ class TLSConfig(_Cfg):
 DEFAULT_HOST = "127.0.0.1"
 
 
+class HttpAuthConfig(_Cfg):
+    """Who may call the extender verbs (``filter``, ``prioritize``,
+    ``preempt``, ``bind``); health, readiness and metrics stay open.
+
+    A caller is authenticated by a client certificate signed by
+    ``http.tls.clientCAFile`` (kube-scheduler's extender ``tlsConfig``
+    presents one; it sends no bearer token) or by ``Authorization: Bearer
+    <token>`` matching the token in ``tokenFile`` (compared in constant time).
+    On loopback with neither, the verbs stay open.
+    """
+
+    #: A file holding the bearer token other callers send (e.g. a mounted
+    #: Secret); surrounding whitespace is ignored.
+    token_file: str | None = None
+    #: Without a token file or client CA, a server listening beyond loopback
+    #: refuses to start unless this says unauthenticated callers are wanted
+    #: (then it logs a warning).
+    allow_unauthenticated: bool = False
+
+
 class HttpConfig(_Cfg):
+    """The extender, health, readiness and metrics port."""
+
+    #: The address to listen on; 0.0.0.0 for every interface (then TLS or
+    #: ``auth`` is required).
     host: str = DEFAULT_HOST
     port: int = 8888
     tls: TLSConfig | None = None
@@ -102,6 +130,8 @@ class HttpConfig(_Cfg):
     read_header_timeout_seconds: float = 10.0
     #: The whole body must arrive within this (ReadTimeout).
     read_timeout_seconds: float = 60.0
+    #: Who may call the extender verbs (filter, prioritize, preempt, bind).
+    auth: HttpAuthConfig = msgspec.field(default_factory=HttpAuthConfig)
 
 
 class GrpcAuthConfig(_Cfg):
@@ -133,6 +163,10 @@ class GrpcAuthConfig(_Cfg):
 
 
 class GrpcConfig(_Cfg):
+    """The gRPC API (``berth.v1.Scheduler``, ``berth.v1.Cluster``, health,
+    reflection) the CLI and batch systems use."""
+
+    #: The address to listen on; 0.0.0.0 for every interface.
     host: str = DEFAULT_HOST
     port: int = 50051
     tls: TLSConfig | None = None
@@ -144,9 +178,51 @@ class GrpcConfig(_Cfg):
     auth: GrpcAuthConfig = msgspec.field(default_factory=GrpcAuthConfig)
 
 
+class UiAuthConfig(_Cfg):
+    """How the dashboard signs people in outside Kubernetes (in Kubernetes
+    mode a Kubernetes bearer token is checked with a TokenReview)."""
+
+    #: A file holding a static token the sign-in form (or an
+    #: ``Authorization: Bearer`` header) must present; its holder sees
+    #: everything. Surrounding whitespace is ignored.
+    token_file: str | None = None
+
+
+class UiConfig(_Cfg):
+    """The read-only dashboard: a listener of its own, apart from the
+    extender's port that kube-scheduler must reach."""
+
+    #: False: no dashboard listener at all.
+    enabled: bool = True
+    #: Where it listens: loopback unless told (the Helm chart sets 0.0.0.0,
+    #: where Kubernetes tokens sign in).
+    host: str = DEFAULT_HOST
+    #: Its port (``berth serve --ui-port``); never the extender's.
+    port: int = 8889
+    #: HTTPS for the dashboard (the session cookie is then ``Secure``); with
+    #: ``clientCAFile`` a client must also present a certificate of that CA.
+    tls: TLSConfig | None = None
+    #: Host header names (without port) the dashboard answers; any other is
+    #: refused with 403 (DNS rebinding). Each entry is a name or IP literal
+    #: (IPv6 in brackets), or ``*.example.com`` for any name under it. Empty:
+    #: localhost, 127.0.0.1, [::1] and ``ui.host``, with any port (kubectl
+    #: proxy's ``--accept-hosts`` default).
+    allowed_hosts: list[str] = []
+    auth: UiAuthConfig = msgspec.field(default_factory=UiAuthConfig)
+    #: Outside Kubernetes, a dashboard listening beyond loopback without
+    #: ``auth.tokenFile`` refuses to start unless this says it may be open
+    #: (then it logs a warning).
+    allow_unauthenticated: bool = False
+
+
 class ExtenderConfig(_Cfg):
     """How Berth answers kube-scheduler's extender calls."""
 
+    #: false: the verbs (filter, prioritize, preempt, bind) are not served at
+    #: all — Berth as a second scheduler needs none, and a verb nobody can
+    #: call needs no credential; the HTTP port keeps health, readiness and
+    #: metrics.
+    enabled: bool = True
     url_prefix: str = "/scheduler"
     #: The Berth profile that judges pods arriving over the extender.
     profile: str = DEFAULT_SCHEDULER_NAME
@@ -158,12 +234,36 @@ class ExtenderConfig(_Cfg):
 
 
 class LeaderElectionConfig(_Cfg):
+    """Kubernetes mode: one replica schedules, holding a Lease
+    (kube-scheduler's ``leaderElection``, with its defaults)."""
+
     leader_elect: bool = True
     lease_duration_seconds: float = 15.0
     renew_deadline_seconds: float = 10.0
     retry_period_seconds: float = 2.0
     resource_name: str = "berth"
     resource_namespace: str = "kube-system"
+
+
+class StateDecisionsConfig(_Cfg):
+    """How much of the decision log the store keeps (``WatchDecisions``
+    resumes from any serial still kept; older ones answer OUT_OF_RANGE)."""
+
+    max_entries: int = 100_000
+    max_bytes: int = 64 << 20
+
+
+class StateConfig(_Cfg):
+    """Where standalone Berth keeps its state (:mod:`berth.store`). Unset
+    ``backend``: ``sqlite`` for ``berth serve`` without ``--cluster``,
+    ``memory`` with it (the demo) and in tests; Kubernetes mode keeps none
+    (the API server is its store)."""
+
+    backend: Literal["memory", "sqlite"] | None = None
+    #: The sqlite store's directory; empty: ``$XDG_STATE_HOME/berth``
+    #: (``~/.local/state/berth``). ``berth serve --state-dir`` sets it.
+    dir: str = ""
+    decisions: StateDecisionsConfig = msgspec.field(default_factory=StateDecisionsConfig)
 
 
 class BerthConfiguration(_Cfg):
@@ -173,9 +273,15 @@ class BerthConfiguration(_Cfg):
     #: False for a pure extender: Berth then answers kube-scheduler's calls
     #: and gRPC reads but never schedules pods itself.
     run_scheduling_loop: bool = True
+    #: How many feasible nodes to find before scoring, as a percentage of
+    #: all nodes (kube-scheduler's); 0: its adaptive default, 50% less 1% per
+    #: 125 nodes, at least 5% and never fewer than 100 nodes.
     percentage_of_nodes_to_score: int = 0
+    #: A pod that failed waits this long before its next attempt, doubling
+    #: per failure up to podMaxBackoffSeconds (kube-scheduler's backoffQ).
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
+    #: An unschedulable pod no event has woken is retried after this long.
     pod_max_in_unschedulable_pods_seconds: float = 300.0
     #: An assumed pod whose bind returned but never confirmed is released
     #: after this long; 0 (the default): never, as kube-scheduler, whose
@@ -190,6 +296,8 @@ class BerthConfiguration(_Cfg):
     gang_schedule_timeout_seconds: float | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
+    #: The dashboard's own listener (berth/adapters/http/ui.py).
+    ui: UiConfig = msgspec.field(default_factory=UiConfig)
     extender: ExtenderConfig = msgspec.field(default_factory=ExtenderConfig)
     leader_election: LeaderElectionConfig = msgspec.field(default_factory=LeaderElectionConfig)
     #: On SIGTERM both servers stop accepting, finish what is in flight for
@@ -207,9 +315,29 @@ class BerthConfiguration(_Cfg):
     #: kube-scheduler's ``--feature-gates``: gate name -> on/off over the
     #: release's defaults (berth/features).
     feature_gates: dict[str, bool] = {}
+    #: The gang dialects Berth reads (:mod:`berth.gangs.sources`): every one
+    #: by default. A pod two enabled dialects claim waits, refused.
+    gang_sources: list[str] = msgspec.field(default_factory=lambda: list(gangs.SOURCES))
+    #: Label-or-annotation keys a pod names its batch queue with, consulted
+    #: in order (:mod:`berth.quota.naming`); re-read with ``queues``.
+    queue_keys: list[str] = msgspec.field(default_factory=lambda: list(naming.DEFAULT_QUEUE_KEYS))
+    #: A framework's queue name -> the Berth queue it means (YuniKorn's
+    #: ``root.sandbox`` -> ``sandbox``); re-read with ``queues``.
+    queue_aliases: dict[str, str] = {}
+    #: Standalone Berth's state store (:class:`StateConfig`).
+    state: StateConfig = msgspec.field(default_factory=StateConfig)
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
+
+    def scheduler_names(self) -> dict[str, str]:
+        """Every scheduler name Berth answers to -> its profile: each profile's
+        ``schedulerName`` and its ``aliases``."""
+        out: dict[str, str] = {}
+        for p in self.profiles:
+            for name in (p.scheduler_name, *p.aliases):
+                out.setdefault(name, p.scheduler_name)
+        return out
 
     def features(self, cluster_version: features.KubeVersion | None = None) -> features.Features:
         """The gates Berth follows: ``cluster_version`` (the API server's)
@@ -294,7 +422,11 @@ def validate(cfg: BerthConfiguration) -> None:
         raise ConfigError("podMaxInUnschedulablePodsSeconds: must be greater than 0")
     if cfg.assumed_pod_ttl_seconds < 0:
         raise ConfigError("assumedPodTTLSeconds: must be 0 (never expire) or more")
-    for name, port in (("http.port", cfg.http.port), ("grpc.port", cfg.grpc.port)):
+    if cfg.state.decisions.max_entries < 1:
+        raise ConfigError("state.decisions.maxEntries: must be at least 1")
+    if cfg.state.decisions.max_bytes < 1024:
+        raise ConfigError("state.decisions.maxBytes: must be at least 1024")
+    for name, port in (("http.port", cfg.http.port), ("grpc.port", cfg.grpc.port), ("ui.port", cfg.ui.port)):
         if not 0 <= port <= 65535:
             raise ConfigError(f"{name}: {port} is not a valid port")
     if cfg.http.max_body_bytes <= 0:
@@ -336,6 +468,18 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{path}.percentageOfNodesToScore: must be between 0 and 100")
         if prof.randomize_top_n < 0:
             raise ConfigError(f"{path}.randomizeTopN: must not be negative")
+    _validate_aliases(cfg)
+    try:
+        gangs.validate_sources(cfg.gang_sources)
+    except ValueError as e:
+        raise ConfigError(f"gangSources{e}") from None
+    try:
+        naming.validate_keys(cfg.queue_keys)
+    except ValueError as e:
+        raise ConfigError(f"queueKeys{e}") from None
+    for alias, target in cfg.queue_aliases.items():
+        if not alias or not target:
+            raise ConfigError(f"queueAliases[{alias!r}]: neither the name nor the queue it means may be empty")
     feats = cfg.features()
     for i, prof in enumerate(cfg.profiles):
         try:
@@ -351,6 +495,21 @@ def validate(cfg: BerthConfiguration) -> None:
     queue_sorts = {tuple(registry.resolve_profile(p, feats).queue_sort) for p in cfg.profiles}
     if len(queue_sorts) > 1:
         raise ConfigError("profiles: every profile must use the same queueSort plugin")
+
+
+def _validate_aliases(cfg: BerthConfiguration) -> None:
+    """A profile's ``aliases`` are more scheduler names it answers to: each a
+    valid name, and no name claimed twice (by two profiles, or a profile and
+    an alias), since a pod must have exactly one scheduler."""
+    owner = {p.scheduler_name: f"profiles[{i}].schedulerName" for i, p in enumerate(cfg.profiles)}
+    for i, prof in enumerate(cfg.profiles):
+        for j, alias in enumerate(prof.aliases):
+            path = f"profiles[{i}].aliases[{j}]"
+            if not alias or not _DNS_LABEL.match(alias):
+                raise ConfigError(f"{path}: {alias!r} is not a valid scheduler name")
+            if alias in owner:
+                raise ConfigError(f"{path}: {alias!r} is already claimed by {owner[alias]}")
+            owner[alias] = path
 
 
 def load(path: str | Path | None) -> BerthConfiguration:

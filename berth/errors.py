@@ -27,6 +27,7 @@ __all__ = [
     "FailedPrecondition",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "ResourceExhausted",
     "Unauthenticated",
@@ -69,6 +70,16 @@ class FailedPrecondition(BerthError, ValueError):
 
 class ResourceExhausted(BerthError, ValueError):
     """Too big: a body, a message, a batch (413 / RESOURCE_EXHAUSTED)."""
+
+
+class OutOfRange(BerthError, ValueError):
+    """A position no longer (or never) kept: a decision serial compacted
+    away (410 Gone / OUT_OF_RANGE, as a watch from a too old
+    resourceVersion). ``oldest`` is the oldest position kept."""
+
+    def __init__(self, message: str, *, oldest: int = 0) -> None:
+        super().__init__(message)
+        self.oldest = oldest
 
 
 class DeadlineExceeded(BerthError):

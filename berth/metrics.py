@@ -353,6 +353,47 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # --- operations (docs/operations.md, docs/metrics.md)
+        #: client-go's leader gauge, as kube-scheduler exports it
+        #: (k8s.io/component-base@v0.37.2 metrics/prometheus/clientgo/
+        #: leaderelection/metrics.go; set on/off in client-go's
+        #: tools/leaderelection/leaderelection.go). name: the Lease's name.
+        #: Only where leader election runs: a replica campaigning shows 0.
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            _help(
+                "ALPHA",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates "
+                "master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            ),
+            ["name"],
+            registry=r,
+        )
+        # kube-scheduler has no metric for events its broadcaster drops
+        # (client-go only logs them), nor reloads its configuration.
+        self.events_dropped = Counter(
+            "berth_events_dropped",
+            "Events (events.k8s.io/v1) not written because more than the recorder's queue limit were waiting.",
+            registry=r,
+        )
+        # Prometheus' own reload metrics' shape (prometheus_config_last_reload_successful
+        # and _success_timestamp_seconds, cmd/prometheus/main.go) plus a failure counter.
+        self.config_reload_failures = Counter(
+            "berth_config_reload_failures",
+            "Re-reads of the configuration file that were refused (unreadable, invalid, or queues not applicable).",
+            registry=r,
+        )
+        self.config_last_reload_successful = Gauge(
+            "berth_config_last_reload_successful",
+            "Whether the last re-read of the configuration file was applied (1) or refused (0).",
+            registry=r,
+        )
+        self.config_last_reload_successful.set(1)
+        self.config_last_reload_success_timestamp = Gauge(
+            "berth_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last configuration re-read that was applied.",
+            registry=r,
+        )
         for q in QUEUES:
             self.pending_pods.labels(q).set(0)
             if self.queued_entities is not None:

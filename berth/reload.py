@@ -16,7 +16,8 @@ changes and on SIGHUP, and its ``queues`` replace the running ones.
                                                                           once per value: a re-read of the
                                                                           same file says nothing again
 
-Only ``queues`` is applied: every other field shaped what :func:`berth.app.build`
+Only ``queues`` (with ``queueKeys`` and ``queueAliases``, where pods name
+their queue) is applied: every other field shaped what :func:`berth.app.build`
 wired (frameworks, ports, TLS, the lease), so those need a restart. Shrinking
 a queue below its usage evicts nothing (``Core.reload_queues``): it only stops
 new placements.
@@ -71,6 +72,9 @@ def _fields(cfg: config.BerthConfiguration) -> dict[str, Any]:
     """Top-level fields by their YAML names, without ``queues``."""
     doc: dict[str, Any] = msgspec.to_builtins(cfg)
     doc.pop("queues", None)
+    # Where pods name their queue is re-read with the queues.
+    doc.pop("queueKeys", None)
+    doc.pop("queueAliases", None)
     return doc
 
 
@@ -143,6 +147,11 @@ class ConfigReloader:
                 return False
             log.info("queues reloaded from %s: %d queues", self.path, len(new.queues))
             applied = True
+        cfg = self._core.cfg
+        if (new.queue_keys, new.queue_aliases) != (cfg.queue_keys, cfg.queue_aliases):
+            self._core.reload_queue_naming(new.queue_keys, new.queue_aliases)
+            log.info("queueKeys and queueAliases reloaded from %s", self.path)
+            applied = True
         fields = _fields(new)
         if self._started_with is None:
             self._started_with = fields
@@ -151,6 +160,9 @@ class ConfigReloader:
             name for name, value in differing.items() if name not in self._reported or self._reported[name] != value
         ]
         self._reported = differing
+        metrics = self._core.metrics
+        metrics.config_last_reload_successful.set(1)
+        metrics.config_last_reload_success_timestamp.set_to_current_time()
         if changed:
             log.warning(
                 "configuration %s: %s changed: restart Berth to apply them (only queues are reloaded)",
@@ -160,6 +172,8 @@ class ConfigReloader:
         return applied
 
     def _refuse(self, message: str) -> None:
+        self._core.metrics.config_reload_failures.inc()
+        self._core.metrics.config_last_reload_successful.set(0)
         # config.load names the file first; the line names it once.
         message = message.removeprefix(f"{self.path}: ")
         message = " ".join(message.split())  # one line, whatever the file's values hold

@@ -94,6 +94,24 @@ PODGROUP_CRD: dict[str, Any] = {
                                     "minMember": _INT32,
                                     "minResources": {"type": "object", "additionalProperties": _QUANTITY},
                                     "scheduleTimeoutSeconds": _INT32,
+                                    # The other dialects' PodGroups Berth reads under the
+                                    # same kind (berth/gangs): Volcano's (volcano-sh/apis
+                                    # pkg/apis/scheduling/v1beta1/types.go) and KAI's
+                                    # (NVIDIA/KAI-Scheduler pkg/apis/scheduling/v2alpha2).
+                                    "minTaskMember": {"type": "object", "additionalProperties": _INT32},
+                                    "queue": {"type": "string"},
+                                    "priorityClassName": {"type": "string"},
+                                    "subGroups": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                "name": {"type": "string"},
+                                                "minMember": _INT32,
+                                                "parent": {"type": "string"},
+                                            },
+                                        },
+                                    },
                                 },
                             },
                             "status": {

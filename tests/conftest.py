@@ -29,6 +29,19 @@ def verify_cleanup(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(autouse=True)
+def _own_state_home(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test's own ``$XDG_STATE_HOME`` (the default state directory of
+    a standalone ``berth serve``, berth.store.default_dir; inherited by the
+    processes it starts), so no test writes to the home directory or shares
+    a store, and its single-writer lock, with another. Created only if used."""
+    base = tmp_path_factory.getbasetemp() / "state-homes"
+    name = "".join(c if c.isalnum() else "_" for c in request.node.nodeid)[-120:]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(base / name))
+        yield
+
+
 @pytest.fixture
 async def _no_task_left_behind() -> AsyncIterator[None]:
     before = asyncio.all_tasks()

@@ -56,7 +56,10 @@ def demo_berth_serve(
     one counts); ``ready_timeout`` allows for a large cluster file."""
     http, grpc_port = free_port(), free_port()
     argv = [sys.executable, "-m", "berth.cli.main", "serve", "--cluster", "examples/cluster.yaml"]
-    argv += ["--config", "examples/berth.yaml", "--http-port", str(http), "--grpc-port", str(grpc_port), *extra]
+    argv += ["--config", "examples/berth.yaml", "--http-port", str(http), "--grpc-port", str(grpc_port)]
+    if "--ui-port" not in extra:  # a free one, unless the caller chose (and so knows) it
+        argv += ["--ui-port", str(free_port())]
+    argv += extra
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 

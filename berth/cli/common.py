@@ -8,12 +8,22 @@ Where the server comes from, first match wins (kubectl's order, with
 contexts file's current context; ``localhost:50051``. A context in effect
 (the one named, or the current one when it gives the server) also gives
 TLS and the token file unless flags do.
+
+The bearer token, sent as ``authorization: Bearer`` on every call, first
+match wins: ``--token-file``; ``$BERTH_TOKEN``; the context's
+``tokenFile``; the current kubeconfig context's user (``tokenFile``,
+``token`` or an ``exec`` credential plugin: :mod:`berth.cli.kubeconfig`) —
+that last one only over TLS or to a loopback address (``kubectl
+port-forward``), so a Kubernetes credential never crosses a network in
+clear text to a server the kubeconfig does not name.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import sys
 from typing import Any
 
 import berth_client
@@ -100,8 +110,8 @@ def add_connection_options(p: argparse.ArgumentParser, *, hidden: bool = True) -
     secret(
         "--token-file",
         metavar="FILE",
-        help=f"the bearer token for changes (Submit, Cancel, the Cluster feed); default ${TOKEN_ENV}, "
-        "then the context's tokenFile",
+        help=f"the bearer token, sent with every call; default ${TOKEN_ENV}, then the context's tokenFile, "
+        "then the current kubeconfig user's token (over TLS or to localhost only)",
     )
     secret("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
     secret("--ca-file", metavar="PEM", help="trust this CA bundle for the server's certificate (implies --tls)")
@@ -141,12 +151,44 @@ def settings(args: argparse.Namespace) -> berth_client.Settings:
         token = os.environ[TOKEN_ENV].strip()
     elif ctx is not None and ctx.token_file:
         token = berth_client.connection.read_token(ctx.token_file)
+    elif tls is not None or _loopback(server or "localhost"):
+        token = _kubeconfig_token()
     return berth_client.Settings(
         server=server or "localhost",
         tls=tls,
         token=token,
         timeout=getattr(args, "request_timeout", None) or 30.0,
     )
+
+
+def _loopback(server: str) -> bool:
+    """Whether ``server`` (HOST[:PORT], [IPv6][:PORT] or a gRPC URI) is this machine."""
+    try:
+        target = berth_client.target(server)
+    except berth_client.SettingsError:
+        return False
+    if target.startswith("unix:"):
+        return True
+    host = target.rsplit(":", 1)[0].rpartition("/")[2].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _kubeconfig_token() -> str | None:
+    """The kubeconfig user's token; a kubeconfig that cannot give one is a
+    warning (the command goes on without a token: most reads need none)."""
+    from berth.cli import kubeconfig  # only when no other token is given
+
+    try:
+        found = kubeconfig.user_token()
+    except kubeconfig.KubeconfigError as e:
+        print(f"berth: warning: no token from the kubeconfig: {e}", file=sys.stderr)
+        return None
+    return found.token if found is not None else None
 
 
 def client(args: argparse.Namespace) -> berth_client.Client:

@@ -111,11 +111,16 @@ Environment:
   {common.SERVER_ENV}   the server when neither --server nor --context is given
   {common.TOKEN_ENV}    the bearer token when --token-file is not given
   {contexts.PATH_ENV}   the contexts file (default ~/.config/berth/config; see berth config)
+  KUBECONFIG     the kubeconfig whose current user's token is sent when no other is given
   GRPC_VERBOSITY  grpc's own logging (the CLI sets ERROR unless told)
 
 The server: --server, else --context's, else ${common.SERVER_ENV}, else the current
 context's, else localhost:50051; a HOST without a port means port 50051. A
 context in effect gives TLS and the token file too, unless flags do.
+
+The token: --token-file, else ${common.TOKEN_ENV}, else the context's tokenFile,
+else the current kubeconfig context's user (token, tokenFile or an exec
+credential plugin), that last one only over TLS or to a loopback address.
 """
 
 

@@ -68,6 +68,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     s.add_argument("--cluster", help="run on an embedded cluster loaded from this manifest file")
     s.add_argument("--http-port", type=int, help="extender, health and metrics port (default 8888)")
     s.add_argument("--grpc-port", type=int, help="gRPC API port (default 50051)")
+    s.add_argument("--ui-port", type=int, help="dashboard port (default 8889)")
+    s.add_argument(
+        "--state-dir",
+        help="keep standalone state in SQLite here (default without --cluster: $XDG_STATE_HOME/berth, "
+        "~/.local/state/berth; with --cluster: in memory unless this or state: is given)",
+    )
     s.add_argument("--kubeconfig", help="schedule in the cluster this kubeconfig points at")
     s.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
     s.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop (default asyncio)")

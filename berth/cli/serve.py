@@ -33,6 +33,13 @@ def _serve(args: argparse.Namespace) -> int:
         cfg.http.port = args.http_port
     if args.grpc_port is not None:
         cfg.grpc.port = args.grpc_port
+    if args.ui_port is not None:
+        cfg.ui.port = args.ui_port
+    if getattr(args, "state_dir", None):
+        if args.kubeconfig or args.in_cluster:
+            raise CliError("--state-dir: Kubernetes mode keeps its state in the API server; no store to name")
+        cfg.state.dir = args.state_dir
+        cfg.state.backend = cfg.state.backend or "sqlite"
     if args.cluster is not None and (args.kubeconfig or args.in_cluster):
         raise CliError("--cluster and --kubeconfig/--in-cluster are exclusive: embedded or real, not both")
     if args.cluster is not None:

@@ -125,6 +125,8 @@ class EmbeddedCluster(StorageObjects):
         self.upsert_namespaces(objects.namespaces)
         self.upsert_nodes(objects.nodes)
         self.upsert_pod_groups(objects.pod_groups)
+        for group in objects.scheduling_groups:  # checked when decoded (workload_api.decode)
+            self.core.on_scheduling_group(group)
         self.upsert_pdbs(objects.pdbs)
         self.upsert_workloads(objects.workloads)
         # Devices and claims before pods: a pod whose claim exists is not

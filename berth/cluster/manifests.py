@@ -33,7 +33,19 @@ import msgspec
 import yaml
 
 from berth import errors
-from berth.cluster import documents, dra, dra_validation, labels, model, openapi, resources, storage, validation
+from berth.cluster import (
+    documents,
+    dra,
+    dra_validation,
+    labels,
+    model,
+    openapi,
+    queues,
+    resources,
+    storage,
+    validation,
+    workload_api,
+)
 from berth.cluster.documents import VALIDATION_MODES, ManifestError, ValidationMode
 
 __all__ = [
@@ -63,6 +75,8 @@ class Manifests:
     nodes: list[model.Node] = dataclasses.field(default_factory=list)
     pods: list[model.Pod] = dataclasses.field(default_factory=list)
     pod_groups: list[model.PodGroup] = dataclasses.field(default_factory=list)
+    #: The Workload API's PodGroups and Workloads (``scheduling.k8s.io``, GenericWorkload).
+    scheduling_groups: list[workload_api.PodGroup | workload_api.Workload] = dataclasses.field(default_factory=list)
     pdbs: list[model.PodDisruptionBudget] = dataclasses.field(default_factory=list)
     workloads: list[model.Workload] = dataclasses.field(default_factory=list)
     device_classes: list[dra.DeviceClass] = dataclasses.field(default_factory=list)
@@ -75,6 +89,9 @@ class Manifests:
     csi_nodes: list[storage.CSINode] = dataclasses.field(default_factory=list)
     csi_drivers: list[storage.CSIDriver] = dataclasses.field(default_factory=list)
     csi_storage_capacities: list[storage.CSIStorageCapacity] = dataclasses.field(default_factory=list)
+    #: Batch queues as objects (berth.dev/v1alpha1); their specs are judged
+    #: when loaded (:meth:`berth.scheduling.core.Core.load_queue_objects`).
+    queues: list[queues.Queue] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(slots=True)
@@ -225,7 +242,9 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
     for where, item in documents.iter_objects(lazy, validate, source):
         kind = item.get("kind")
         label = f"{where} ({_describe(item)})"
-        obj = _check_fields(item, kind, label, validate, source) if kind in _KINDS else item
+        # The Workload API's kinds are checked by workload_api.decode (the schema has none of them).
+        workload_api_kind = str(item.get("apiVersion", "")).startswith(f"{workload_api.API_GROUP}/")
+        obj = _check_fields(item, kind, label, validate, source) if kind in _KINDS and not workload_api_kind else item
         try:
             if kind == "Namespace":
                 ns = _convert(obj, model.Namespace, label)
@@ -247,13 +266,22 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
                 # Decoded here, so not yet anyone's to change: its equal and
                 # empty containers are shared (nothing downstream changes a pod in place).
                 out.pods.append(model.share_containers(pod))
+            elif kind in ("PodGroup", "Workload") and workload_api_kind:
+                try:
+                    out.scheduling_groups.append(workload_api.decode(item, default_namespace=default_namespace))
+                except errors.InvalidArgument as e:
+                    raise ManifestError(str(e)) from None
             elif kind == "PodGroup":
+                # scheduler-plugins' (the default apiVersion), Volcano's or
+                # KAI's: berth/gangs reads each dialect.
                 group = _convert(obj, model.PodGroup, label)
                 if not group.metadata.name:
                     raise ManifestError("metadata.name: required")
-                if group.spec.min_member < 1:
-                    raise ManifestError("spec.minMember: must be at least 1")
                 group.metadata.namespace = group.metadata.namespace or default_namespace
+                try:
+                    validation.validate_pod_group(group)
+                except errors.InvalidArgument as e:
+                    raise ManifestError(str(e)) from None
                 out.pod_groups.append(group)
             elif kind == "PodDisruptionBudget":
                 pdb = _convert(obj, model.PodDisruptionBudget, label)
@@ -268,6 +296,8 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
                 _dra_object(obj, kind, label, default_namespace, out)
             elif kind in _STORAGE_KINDS:
                 _storage_object(obj, kind, label, default_namespace, out)
+            elif kind == queues.KIND:
+                out.queues.append(_queue_object(obj, label))
             elif kind is None:
                 raise ManifestError("kind: required")
             else:
@@ -337,6 +367,21 @@ def _dra_object(obj: Any, kind: str, label: str, default_namespace: str, out: Ma
         if isinstance(e, ManifestError):
             raise
         raise ManifestError(str(e)) from None
+
+
+def _queue_object(obj: Mapping[str, Any], label: str) -> queues.Queue:
+    """A ``Queue`` (berth.dev/v1alpha1): the envelope here, as the API server
+    checks a cluster-scoped custom object's; the spec when it is loaded."""
+    if obj.get("apiVersion") != queues.API_VERSION:
+        raise ManifestError(f"apiVersion: {obj.get('apiVersion')!r}: kind Queue is served as {queues.API_VERSION}")
+    q: queues.Queue = _convert(obj, queues.Queue, label)
+    problems = validation.is_dns1123_subdomain(q.metadata.name) if q.metadata.name else ["required"]
+    if problems:
+        raise ManifestError(f"metadata.name: {'; '.join(problems)}")
+    if q.status:
+        raise ManifestError("status: written by Berth, not declared")
+    q.metadata.generation = q.metadata.generation or 1
+    return q
 
 
 def _checked_workload(obj: model.Workload) -> None:

@@ -21,6 +21,7 @@ import msgspec
 __all__ = [
     "LABEL_METADATA_NAME",
     "LABEL_POD_GROUP",
+    "POD_GROUP_API_VERSIONS",
     "WORKLOAD_KINDS",
     "AWSElasticBlockStoreVolumeSource",
     "Affinity",
@@ -56,10 +57,14 @@ __all__ = [
     "PodCondition",
     "PodDisruptionBudget",
     "PodGroup",
+    "PodGroupStatus",
+    "PodGroupSubGroup",
     "PodResourceClaim",
     "PodResourceClaimStatus",
+    "PodSchedulingGroup",
     "PodSpec",
     "PodStatus",
+    "PodWorkloadReference",
     "PreferredSchedulingTerm",
     "Quantity",
     "RBDVolumeSource",
@@ -92,7 +97,7 @@ Quantity = str | int | float
 ResourceList = dict[str, Quantity]
 
 
-# Memory (README "Memory bounds"): a model object never takes part in a
+# Memory (docs/architecture.md, "Memory bounds"): a model object never takes part in a
 # reference cycle, so its structs carry no cyclic-GC header (``gc=False``: 16
 # bytes less each, and nothing for the collector to walk), and the strings
 # that repeat from object to object (namespaces, node names, label and
@@ -474,6 +479,24 @@ class EphemeralContainer(_K8s):
     volume_mounts: list[VolumeMount] = []
 
 
+class PodSchedulingGroup(_K8s):
+    """``pod.spec.schedulingGroup`` (k8s.io/api v0.36.3 and v0.37.2
+    ``core/v1`` PodSchedulingGroup): the standalone Workload API PodGroup
+    ``scheduling.k8s.io`` this pod belongs to, in its namespace."""
+
+    pod_group_name: str | None = None
+
+
+class PodWorkloadReference(_K8s):
+    """``pod.spec.workloadRef`` (k8s.io/api v0.35.4 ``core/v1``
+    WorkloadReference; replaced by ``schedulingGroup`` in 1.36): the
+    Workload, the PodGroup within it, and the replica of that PodGroup."""
+
+    name: str = ""
+    pod_group: str = ""
+    pod_group_replica_key: str = ""
+
+
 class PodSpec(_K8s):
     node_name: str = ""
     scheduler_name: str = ""
@@ -496,6 +519,10 @@ class PodSpec(_K8s):
     volumes: list[Volume] = []
     #: Only their volume mounts are kept (NodeDeclaredFeatures).
     ephemeral_containers: list[EphemeralContainer] = []
+    #: The Workload API group (GenericWorkload): 1.36+ ``schedulingGroup``,
+    #: 1.35 ``workloadRef`` (berth.cluster.workload_api.group_of reads the release's).
+    scheduling_group: PodSchedulingGroup | None = None
+    workload_ref: PodWorkloadReference | None = None
 
     def __post_init__(self) -> None:
         self.node_name, self.scheduler_name = _i(self.node_name), _i(self.scheduler_name)
@@ -748,19 +775,50 @@ class Namespace(_K8s):
 # ---------------------------------------------------------------- groups
 
 
+class PodGroupSubGroup(_K8s):
+    """KAI-Scheduler's ``spec.subGroups[]`` (``scheduling.run.ai/v2alpha2``)."""
+
+    name: str = ""
+    min_member: int = 0
+    parent: str | None = None
+
+
 class PodGroupSpec(_K8s):
+    """The union of the PodGroup kinds Berth reads (berth/gangs): scheduler-plugins'
+    fields, Volcano's ``minTaskMember``/``queue``/``priorityClassName``, KAI's
+    ``subGroups``; a kind leaves the others' fields empty."""
+
     min_member: int = 1
     schedule_timeout_seconds: int | None = None
     min_resources: ResourceList = {}
+    min_task_member: dict[str, int] = {}
+    queue: str = ""
+    priority_class_name: str = ""
+    sub_groups: list[PodGroupSubGroup] = []
+
+
+class PodGroupStatus(_K8s):
+    phase: str = ""
+
+
+#: The PodGroup kinds Berth reads, by apiVersion (berth/gangs names the dialect of each).
+POD_GROUP_API_VERSIONS = ("scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1", "scheduling.run.ai/v2alpha2")
 
 
 class PodGroup(_K8s):
-    """scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` PodGroup."""
+    """A PodGroup: scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` (the
+    default), Volcano's ``scheduling.volcano.sh/v1beta1`` or KAI-Scheduler's
+    ``scheduling.run.ai/v2alpha2``, told apart by ``apiVersion``."""
 
     api_version: str = "scheduling.x-k8s.io/v1alpha1"
     kind: str = "PodGroup"
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PodGroupSpec = msgspec.field(default_factory=PodGroupSpec)
+    status: PodGroupStatus = msgspec.field(default_factory=PodGroupStatus)
+
+    @property
+    def api_group(self) -> str:
+        return self.api_version.partition("/")[0]
 
     @property
     def key(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from berth.cluster import dra, model, storage
+from berth.cluster import dra, model, storage, workload_api
 
 __all__ = ["BindConflict", "BindError", "BindRetriable", "ClusterListener", "Conflict", "FeedRefused", "Source"]
 
@@ -126,6 +126,9 @@ class ClusterListener(Protocol):
     def on_pod_delete(self, pod: model.Pod) -> None: ...
 
     def on_pod_group(self, group: model.PodGroup) -> None: ...
+
+    def on_scheduling_group(self, obj: workload_api.PodGroup | workload_api.Workload) -> None:
+        """A Workload API PodGroup or Workload (``scheduling.k8s.io``, GenericWorkload)."""
 
     def on_pdb(self, pdb: model.PodDisruptionBudget) -> None: ...
 

@@ -522,8 +522,21 @@ def validate_pod_group(group: model.PodGroup) -> None:
     """scheduler-plugins' PodGroup CRD: a named object, minMember >= 1,
     scheduleTimeoutSeconds >= 0, valid minResources."""
     validate_object_meta(group.metadata, namespaced=True)
-    if group.spec.min_member < 1:
-        raise invalid("spec.minMember", group.spec.min_member, "must be greater than or equal to 1")
+    if group.api_version not in model.POD_GROUP_API_VERSIONS:
+        raise not_supported("apiVersion", group.api_version, model.POD_GROUP_API_VERSIONS)
+    # Volcano's CRD sets no minimum (a resource gang: minMember 0 or 1 and
+    # minResources); scheduler-plugins' and KAI's say 1.
+    least = 0 if group.api_group == "scheduling.volcano.sh" else 1
+    if group.spec.min_member < least:
+        raise invalid("spec.minMember", group.spec.min_member, f"must be greater than or equal to {least}")
+    for task, count in group.spec.min_task_member.items():
+        if count < 0:
+            raise invalid(f"spec.minTaskMember[{task}]", count, "must be greater than or equal to 0")
+    for i, sub in enumerate(group.spec.sub_groups):
+        if not sub.name:
+            raise required(f"spec.subGroups[{i}].name", "")
+        if sub.min_member < 0:
+            raise invalid(f"spec.subGroups[{i}].minMember", sub.min_member, "must be greater than or equal to 0")
     timeout = group.spec.schedule_timeout_seconds
     if timeout is not None and timeout < 0:
         raise invalid("spec.scheduleTimeoutSeconds", timeout, "must be greater than or equal to 0")

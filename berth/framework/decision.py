@@ -34,6 +34,8 @@ class Reason:
     plugin: str
     reason: str
     unresolvable: bool = False
+    #: The plugin failed (an Error status: it raised or returned one), not the pod.
+    error: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

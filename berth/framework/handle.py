@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Protocol
 from berth import features
 from berth.cache.cache import Cache
 from berth.cache.infos import PodInfo
-from berth.cluster import dra, model, storage
+from berth.cluster import dra, model, storage, workload_api
 from berth.framework.decision import Decision
+from berth.gangs import GangIndex
 from berth.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -358,6 +359,12 @@ class Handle:
     runner: Framework | None = None
     #: Set once the scheduling core exists; None: nothing to activate (tests).
     activator: PodActivator | None = None
+    #: The Workload API's PodGroups and Workloads with their members
+    #: (GenericWorkload); None: none are known.
+    scheduling_groups: workload_api.GroupStore | None = None
+    #: Who is in which gang, in every enabled dialect (berth/gangs); None:
+    #: Coscheduling builds one of its own (tests).
+    gangs: GangIndex | None = None
 
     @property
     def framework(self) -> Framework:

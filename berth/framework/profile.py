@@ -54,6 +54,11 @@ class PluginConfig(_Cfg):
 
 class Profile(_Cfg):
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    #: More scheduler names whose pods this profile schedules as its own
+    #: (``volcano``, ``yunikorn``, ``kai-scheduler``, ``scheduler-plugins-scheduler``):
+    #: an alias takes that name over, so never run Berth beside the scheduler
+    #: it replaces.
+    aliases: list[str] = []
     plugins: Plugins = msgspec.field(default_factory=Plugins)
     plugin_config: list[PluginConfig] = []
     #: Overrides the global value for this profile.

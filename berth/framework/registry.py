@@ -25,6 +25,7 @@ disabled there (``disabled: [{name: "*"}]`` disables all of them).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import importlib
 import importlib.metadata
@@ -80,6 +81,7 @@ IN_TREE: dict[str, str] = {
     "Coscheduling": "berth.plugins.coscheduling:Coscheduling",
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
     "NodeDeclaredFeatures": "berth.plugins.node_declared_features:NodeDeclaredFeatures",
+    "GangScheduling": "berth.plugins.gangscheduling:GangScheduling",
 }
 
 #: kube-scheduler v1.37.2 ``apis/config/v1/default_plugins.go``
@@ -116,7 +118,8 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
 def default_multi_point(feats: features.Features) -> tuple[tuple[str, int | None], ...]:
     """The default multiPoint set of ``feats``' release (``applyFeatureGates``):
     before 1.37 NodeUnschedulable ran before NodeName; NodeDeclaredFeatures is
-    appended when its gate is on, DynamicResources only when DRA is."""
+    appended when its gate is on, GangScheduling when GenericWorkload is,
+    DynamicResources only when DRA is."""
     out = list(DEFAULT_MULTI_POINT)
     if feats.version < features.KubeVersion(1, 37):
         i = out.index(("NodeName", None))
@@ -125,6 +128,9 @@ def default_multi_point(feats: features.Features) -> tuple[tuple[str, int | None
         out.remove(("DynamicResources", 2))
     if feats.node_declared_features and "NodeDeclaredFeatures" in IN_TREE:
         out.append(("NodeDeclaredFeatures", None))
+    # applyGangScheduling (default_plugins.go v1.37.2): appended with GenericWorkload.
+    if feats.generic_workload:
+        out.append(("GangScheduling", None))
     return tuple(out)
 
 
@@ -221,7 +227,10 @@ def plugin_class(name: str) -> type:
         return inst.found[name]
     if name in inst.broken:
         raise RegistryError(f"plugin {name!r}: entry point {inst.broken[name]}")
-    raise RegistryError(f"unknown plugin {name!r} (known: {', '.join(available())})")
+    known = available()
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else ""
+    raise RegistryError(f"unknown plugin {name!r}{hint} (known: {', '.join(known)})")
 
 
 def _implements(cls: type, point: str) -> bool:

@@ -30,6 +30,14 @@ from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import registry
 from berth.framework.handle import Handle
+from berth.framework.plugin_errors import (
+    ERROR_FORMATS,
+    PluginError,
+    checked_scores,
+    checked_verdicts,
+    named,
+    raised,
+)
 from berth.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, STATUS_CODES
 
 __all__ = [
@@ -71,7 +79,6 @@ class CycleMetrics:
 
 
 CYCLE_METRICS: fw.StateKey[CycleMetrics] = fw.StateKey("CycleMetrics")
-
 
 def _extension_point(
     point: str, code_of: Callable[[Any], int]
@@ -267,11 +274,14 @@ class Framework:
         sample = self._sample_rng.randrange(100) < self.plugin_metrics_sample_percent
         for p in self.pre_enqueue:
             started = time.perf_counter() if sample else 0.0
-            st = p.pre_enqueue(pod)
+            try:
+                st = p.pre_enqueue(pod)
+            except Exception as e:
+                st = raised("PreEnqueue", p.NAME, pod, e)
             if sample:
                 self.metrics.plugin(p.NAME, "PreEnqueue", st.code, time.perf_counter() - started)
             if not st.ok:
-                return st.with_plugin(p.NAME)
+                return named("PreEnqueue", p.NAME, st)
         return fw.SUCCESS
 
     # ------------------------------------------------------------ metrics
@@ -304,7 +314,10 @@ class Framework:
         sample = _sampled(state)
         for p in self.pre_filter:
             started = time.perf_counter() if sample else 0.0
-            res = p.pre_filter(state, pod, nodes)
+            try:
+                res = p.pre_filter(state, pod, nodes)
+            except Exception as e:
+                res = fw.PreFilterResult(raised("PreFilter", p.NAME, pod, e))
             st = res.status
             if sample:
                 self.metrics.plugin(p.NAME, "PreFilter", st.code, time.perf_counter() - started)
@@ -312,9 +325,7 @@ class Framework:
                 state.skip_filter.add(p.NAME)
                 continue
             if not st.ok:
-                if st.code == fw.Code.ERROR:
-                    log.error("PreFilter %s failed for %s: %s", p.NAME, pod.key, st.message())
-                return st.with_plugin(p.NAME), None
+                return named("PreFilter", p.NAME, st), None
             if res.node_names is not None:
                 with_nodes.add(p.NAME)
                 state.write(PRE_FILTER_PLUGINS_WITH_NODES, tuple(sorted(with_nodes)))
@@ -372,7 +383,7 @@ class Framework:
             if not all_reasons and not ok.any():
                 break
             started = time.perf_counter() if sample else 0.0
-            v = p.filter(state, pod, nodes, rows)
+            v = self._filter_one(p, state, pod, nodes, rows)
             if sample:
                 code = fw.Code.UNSCHEDULABLE if not v.ok.any() else fw.Code.SUCCESS
                 self.metrics.plugin(p.NAME, "Filter", code, time.perf_counter() - started)
@@ -394,6 +405,17 @@ class Framework:
             return FilterOutcome(rows, ok, reason, statuses, extra)
         processed = self._filter_rows_in_turn(state, pod, nodes, rows, tail, ok, reason, statuses, want, last)
         return FilterOutcome(rows[:processed], ok[:processed], reason[:processed], statuses, extra)
+
+    @staticmethod
+    def _filter_one(
+        p: fw.FilterPlugin, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray
+    ) -> fw.NodeVerdicts:
+        """One Filter plugin's verdicts on ``rows``, or :class:`PluginError`."""
+        try:
+            v = p.filter(state, pod, nodes, rows)
+        except Exception as e:
+            raise PluginError(raised("Filter", p.NAME, pod, e), "Filter") from e
+        return checked_verdicts(p.NAME, v, len(rows))
 
     def _filter_rows_in_turn(
         self,
@@ -436,7 +458,7 @@ class Framework:
                     break
                 started = time.perf_counter() if sample else 0.0
                 if filters_per_node(p):
-                    v = p.filter(state, pod, nodes, rows[live])
+                    v = self._filter_one(p, state, pod, nodes, rows[live])
                     passed = v.ok
                     base = len(statuses)
                     if not passed.all():
@@ -445,7 +467,7 @@ class Framework:
                 else:
                     got = whole.get(i)
                     if got is None:
-                        v = p.filter(state, pod, nodes, rows)
+                        v = self._filter_one(p, state, pod, nodes, rows)
                         got = whole[i] = (v, len(statuses))
                         statuses.extend(st.with_plugin(p.NAME) for st in v.statuses)
                     v, base = got
@@ -493,7 +515,10 @@ class Framework:
         sample = _sampled(state)
         for p in self.post_filter:
             started = time.perf_counter() if sample else 0.0
-            res = p.post_filter(state, pod, nodes, failures)
+            try:
+                res = p.post_filter(state, pod, nodes, failures)
+            except Exception as e:
+                res = fw.PostFilterResult(raised("PostFilter", p.NAME, pod, e))
             st = res.status
             if sample:
                 self.metrics.plugin(p.NAME, "PostFilter", st.code, time.perf_counter() - started)
@@ -502,7 +527,7 @@ class Framework:
             if st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return fw.PostFilterResult(st.with_plugin(p.NAME), res.nominated_node)
             if not st.is_rejection:  # an error: no result (framework.go v1.37.2 returns nil)
-                return fw.PostFilterResult(st.with_plugin(p.NAME))
+                return fw.PostFilterResult(named("PostFilter", p.NAME, st))
             if res.nominated_node is not None:  # the last result that is not ModeNoop
                 nominated = res.nominated_node
             reasons.extend(st.reasons)
@@ -516,13 +541,16 @@ class Framework:
         sample = _sampled(state)
         for p in self.pre_score:
             started = time.perf_counter() if sample else 0.0
-            st = p.pre_score(state, pod, nodes, rows)
+            try:
+                st = p.pre_score(state, pod, nodes, rows)
+            except Exception as e:
+                st = raised("PreScore", p.NAME, pod, e)
             if sample:
                 self.metrics.plugin(p.NAME, "PreScore", st.code, time.perf_counter() - started)
             if st.code == fw.Code.SKIP:
                 state.skip_score.add(p.NAME)
             elif not st.ok:
-                return st.with_plugin(p.NAME)
+                return named("PreScore", p.NAME, st)
         return fw.SUCCESS
 
     @_extension_point("Score", _success)
@@ -537,23 +565,39 @@ class Framework:
                 if p.NAME in state.skip_score:
                     continue
                 started = time.perf_counter() if sample else 0.0
-                raw = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
+                try:
+                    got = p.score(state, pod, nodes, rows)
+                except Exception as e:
+                    raise PluginError(raised("Score", p.NAME, pod, e), "Score") from e
+                raw = checked_scores(p.NAME, "Score", got, len(rows))
                 if sample:
                     self.metrics.plugin(p.NAME, "Score", fw.Code.SUCCESS, time.perf_counter() - started)
                 if self._normalizes[p.NAME]:
                     started = time.perf_counter() if sample else 0.0
-                    raw = np.asarray(p.normalize_score(state, pod, raw), dtype=np.int64)  # type: ignore[attr-defined]
+                    try:
+                        got = p.normalize_score(state, pod, raw)  # type: ignore[attr-defined]
+                    except Exception as e:
+                        raise PluginError(
+                            raised("ScoreExtensionNormalize", p.NAME, pod, e), "ScoreExtensionNormalize"
+                        ) from e
+                    raw = checked_scores(p.NAME, "ScoreExtensionNormalize", got, len(rows))
                     if sample:
                         self.metrics.plugin(
                             p.NAME, "ScoreExtensionNormalize", fw.Code.SUCCESS, time.perf_counter() - started
                         )
                 if raw.size and _out_of_range(raw):
                     # A plugin bug, never the request's fault (in-tree plugins keep
-                    # their range for any request): not a ValueError, which edges
-                    # read as a client error.
-                    raise RuntimeError(
-                        f"plugin {p.NAME} returned scores outside "
-                        f"[{fw.MIN_NODE_SCORE}, {fw.MAX_NODE_SCORE}]: {raw.min()}..{raw.max()}"
+                    # their range for any request). Upstream's words (framework.go
+                    # v1.37.2 RunScorePlugins), with the range Berth saw.
+                    bad = raw[(raw < fw.MIN_NODE_SCORE) | (raw > fw.MAX_NODE_SCORE)][0]
+                    raise PluginError(
+                        fw.Status.error(
+                            f'applying score defaultWeights on Score plugins: plugin "{p.NAME}" returns an '
+                            f"invalid score {bad}, it should in the range of [{fw.MIN_NODE_SCORE}, "
+                            f"{fw.MAX_NODE_SCORE}] after normalizing (scores {raw.min()}..{raw.max()})",
+                            plugin=p.NAME,
+                        ),
+                        "Score",
                     )
                 # Weight 1 (most plugins' default) keeps the plugin's own array:
                 # nothing writes into by_plugin's arrays.
@@ -579,11 +623,14 @@ class Framework:
         sample = _sampled(state)
         for p in self.reserve:
             started = time.perf_counter() if sample else 0.0
-            st = p.reserve(state, pod, node)
+            try:
+                st = p.reserve(state, pod, node)
+            except Exception as e:
+                st = raised("Reserve", p.NAME, pod, e)
             if sample:
                 self.metrics.plugin(p.NAME, "Reserve", st.code, time.perf_counter() - started)
             if not st.ok:
-                return st.with_plugin(p.NAME)
+                return named("Reserve", p.NAME, st)
         return fw.SUCCESS
 
     @_extension_point("Unreserve", _success)
@@ -605,13 +652,16 @@ class Framework:
         sample = _sampled(state)
         for p in self.permit:
             started = time.perf_counter() if sample else 0.0
-            st, timeout = p.permit(state, pod, node)
+            try:
+                st, timeout = p.permit(state, pod, node)
+            except Exception as e:
+                st, timeout = raised("Permit", p.NAME, pod, e), 0.0
             if sample:
                 self.metrics.plugin(p.NAME, "Permit", st.code, time.perf_counter() - started)
             if st.code == fw.Code.WAIT:
                 waits[p.NAME] = timeout
             elif not st.ok:
-                return st.with_plugin(p.NAME), {}
+                return named("Permit", p.NAME, st), {}
         if waits:
             return fw.Status(fw.Code.WAIT), waits
         return fw.SUCCESS, {}
@@ -633,11 +683,16 @@ class Framework:
                 out = fw.SUCCESS  # no pre-flight: it may have work
                 continue
             started = time.perf_counter() if sample else 0.0
-            st = pre_flight.pre_bind_pre_flight(state, pod, node)
+            try:
+                st = pre_flight.pre_bind_pre_flight(state, pod, node)
+            except Exception as e:
+                st = fw.Status.error(f"{type(e).__name__}: {e}")
+                log.error("PreBindPreFlight plugin %s failed for pod %s", p.NAME, pod.key, exc_info=e)
             if sample:
                 self.metrics.plugin(p.NAME, "PreBindPreFlight", st.code, time.perf_counter() - started)
             if st.code == fw.Code.ERROR:
-                return fw.Status.error(f'running PreBindPreFlight "{p.NAME}": {st.message()}')
+                # framework.go v1.37.2 names the plugin in the message only (no WithPlugin).
+                return fw.Status.error(ERROR_FORMATS["PreBindPreFlight"].format(plugin=p.NAME, message=st.message()))
             if st.ok:
                 out = fw.SUCCESS
             elif st.code == fw.Code.SKIP:
@@ -657,11 +712,14 @@ class Framework:
             if p.NAME in state.skip_pre_bind:
                 continue
             started = time.perf_counter() if sample else 0.0
-            st = await p.pre_bind(state, pod, node)
+            try:
+                st = await p.pre_bind(state, pod, node)
+            except Exception as e:
+                st = raised("PreBind", p.NAME, pod, e)
             if sample:
                 self.metrics.plugin(p.NAME, "PreBind", st.code, time.perf_counter() - started)
             if not st.ok:
-                return st.with_plugin(p.NAME)
+                return named("PreBind", p.NAME, st)
         return fw.SUCCESS
 
     @_extension_point_async("Bind")
@@ -669,12 +727,15 @@ class Framework:
         sample = _sampled(state)
         for p in self.bind:
             started = time.perf_counter() if sample else 0.0
-            st = await p.bind(state, pod, node)
+            try:
+                st = await p.bind(state, pod, node)
+            except Exception as e:
+                st = raised("Bind", p.NAME, pod, e)
             if sample:
                 self.metrics.plugin(p.NAME, "Bind", st.code, time.perf_counter() - started)
             if st.code == fw.Code.SKIP:
                 continue
-            return st if st.ok else st.with_plugin(p.NAME)
+            return st if st.ok else named("Bind", p.NAME, st)
         return fw.Status.error("no bind plugin bound the pod")
 
     @_extension_point("PostBind", _success)

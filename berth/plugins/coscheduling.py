@@ -1,15 +1,27 @@
 """Coscheduling: gangs placed all or nothing (scheduler-plugins'
-``pkg/coscheduling``, PodGroup ``scheduling.x-k8s.io/v1alpha1``).
+``pkg/coscheduling``), in every dialect :mod:`berth.gangs` reads.
 
-A pod joins gang NAME with the label ``scheduling.x-k8s.io/pod-group: NAME``
-in the PodGroup's namespace.
+A pod joins a gang in the dialect its framework writes (scheduler-plugins'
+label ``scheduling.x-k8s.io/pod-group``, Volcano's and KAI's PodGroups,
+Kueue's and YuniKorn's annotations); :class:`berth.gangs.GangIndex` says
+which, and what the gang asks (:class:`berth.gangs.Gang`).
 
-- PreEnqueue: a member waits outside activeQ until its PodGroup exists and at
-  least ``minMember`` members exist (pending or placed).
-- Permit: a member that finds fewer than ``minMember`` members assumed or
-  bound (itself included) waits, up to the group's ``scheduleTimeoutSeconds``
-  (default: the plugin's ``scheduleTimeoutSeconds`` argument, 60 s); the member
-  that completes the gang allows every waiting sibling at once.
+- PreEnqueue: a member waits outside activeQ until its gang is defined (its
+  PodGroup exists), at least ``minMember`` members exist (pending or placed),
+  and as many of each task as ``minTaskMember`` asks; a gang with
+  ``minResources`` also waits, until a member is placed, for that much to be
+  free in the cluster (Volcano's enqueue, scheduler-plugins'
+  CheckClusterResource). A pod whose gang keys are malformed, or that two
+  dialects claim, waits with a message naming the key and why.
+- Permit: a member that finds fewer than ``minMember`` members (or fewer of
+  a task than its minimum) assumed or bound, itself included, waits, up to
+  the gang's timeout (default: the plugin's ``scheduleTimeoutSeconds``
+  argument, 60 s); the member that completes the gang allows every waiting
+  sibling at once.
+- A soft gang (YuniKorn's ``gangSchedulingStyle=Soft``) that is still
+  incomplete its timeout after its first member arrived stops being a gang:
+  its members are scheduled one by one, as YuniKorn runs such an application
+  once its placeholders time out. A hard one stays a gang.
 - Unreserve / timeout / PostFilter: when one member fails, every waiting
   sibling is rejected, releasing what they had assumed, so no partial gang is
   ever bound.
@@ -31,12 +43,14 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import msgspec
+import numpy as np
 
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
-from berth.cluster import model
+from berth.cluster import model, resources
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
+from berth.gangs import Gang, GangIndex, GangKey, InvalidGang
 
 __all__ = ["Coscheduling", "CoschedulingArgs"]
 
@@ -45,6 +59,8 @@ DEFAULT_SCHEDULE_TIMEOUT_SECONDS = 60.0
 #: How long a gang that failed waits before its members are tried again
 #: (scheduler-plugins' ``podGroupBackoffSeconds``, off there by default).
 DEFAULT_POD_GROUP_BACKOFF_SECONDS = 10.0
+#: Soft gangs' clocks kept before those of gangs with no member left are dropped.
+_SOFT_CLOCKS_KEPT = 1024
 
 
 class CoschedulingArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -63,8 +79,11 @@ class CoschedulingArgs(msgspec.Struct, kw_only=True, rename="camel", forbid_unkn
             raise ValueError("podGroupBackoffSeconds: must not be negative")
 
 
-def _group_of(pod: PodInfo) -> str:
-    return pod.labels.get(model.LABEL_POD_GROUP, "")
+def _label(key: GangKey) -> str:
+    """How messages name a gang: ``pod group "ns/name"`` (scheduler-plugins',
+    as before), ``volcano pod group "ns/name"`` for the other dialects."""
+    prefix = "" if key.source == "scheduler-plugins" else f"{key.source} "
+    return f'{prefix}pod group "{key}"'
 
 
 class Coscheduling:
@@ -74,26 +93,83 @@ class Coscheduling:
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
         self.args = args or CoschedulingArgs()
         self.handle = handle
-        #: (namespace, group) -> when its backoff ends (handle.clock).
-        self._backoff: dict[tuple[str, str], float] = {}
+        self.gangs: GangIndex = handle.gangs if handle.gangs is not None else GangIndex()
+        #: gang -> when its backoff ends (handle.clock).
+        self._backoff: dict[GangKey, float] = {}
+        #: soft gang -> when its first member was seen at PreEnqueue (handle.clock).
+        self._soft_since: dict[GangKey, float] = {}
 
     # ------------------------------------------------------------ lookups
 
-    def _group(self, pod: PodInfo) -> model.PodGroup | None:
-        return self.handle.pod_groups.get(pod.namespace, _group_of(pod))
+    def _key(self, pod: PodInfo) -> GangKey | None:
+        """The pod's gang; None for none, or for keys Berth cannot use
+        (PreEnqueue holds such a pod: it never gets further)."""
+        try:
+            m = self.gangs.member_of(pod.pod)
+        except InvalidGang:
+            return None
+        return m.key if m is not None else None
 
-    def _members(self, pod: PodInfo) -> list[model.Pod]:
-        return self.handle.pods.in_group(pod.namespace, _group_of(pod))
+    def _gang(self, key: GangKey) -> Gang | None:
+        try:
+            return self.gangs.gang(key)
+        except InvalidGang:
+            return None
 
-    def _placed(self, pod: PodInfo) -> int:
+    def _members(self, key: GangKey) -> list[model.Pod]:
+        return self.gangs.members(key)
+
+    def _placed(self, key: GangKey) -> list[model.Pod]:
         """Members assumed or bound in the cache (the pod itself included once assumed)."""
         cache = self.handle.cache
-        return sum(1 for m in self._members(pod) if cache.get_pod(m.metadata.uid) is not None)
+        return [m for m in self._members(key) if cache.get_pod(m.metadata.uid) is not None]
 
-    def _timeout(self, group: model.PodGroup) -> float:
-        if group.spec.schedule_timeout_seconds:
-            return float(group.spec.schedule_timeout_seconds)
-        return self.args.schedule_timeout_seconds
+    def _timeout(self, gang: Gang) -> float:
+        return gang.timeout_seconds if gang.timeout_seconds else self.args.schedule_timeout_seconds
+
+    def _short(self, gang: Gang, pods: Sequence[model.Pod]) -> str:
+        """What ``pods`` lack of the gang's minimums: "" when nothing, else
+        ``2 of 3 required pods`` or ``0 of 1 required pods of task "ps"``."""
+        if len(pods) < gang.min_member:
+            return f"{len(pods)} of {gang.min_member} required pods"
+        if gang.min_task_member:
+            counts: dict[str, int] = {}
+            for p in pods:
+                task = self.gangs.task_of(p)
+                counts[task] = counts.get(task, 0) + 1
+            for task, need in sorted(gang.min_task_member.items()):
+                if counts.get(task, 0) < need:
+                    return f'{counts.get(task, 0)} of {need} required pods of task "{task}"'
+        return ""
+
+    def _free(self) -> dict[str, int]:
+        """What the alive nodes have left (allocatable less requested), summed per resource."""
+        t = self.handle.cache.table
+        alive = t.alive[: t.size]
+        if not alive.any():
+            return {}
+        left = np.clip(t.alloc[: t.size][alive] - t.req[: t.size][alive], 0, None).sum(axis=0, dtype=object)
+        return {t.columns.names[c]: int(v) for c, v in enumerate(left)}
+
+    def _soft_expired(self, gang: Gang) -> bool:
+        """A soft gang past its timeout since its first member arrived is no gang any more."""
+        if gang.hard:
+            return False
+        since = self._soft_since.get(gang.key)
+        return since is not None and self.handle.clock() - since >= self._timeout(gang)
+
+    def _start_soft_clock(self, gang: Gang) -> None:
+        if gang.hard or gang.key in self._soft_since:
+            return
+        if len(self._soft_since) >= _SOFT_CLOCKS_KEPT:  # bounded by the live gangs, not by those ever seen
+            for gone in [k for k in self._soft_since if not self._members(k)]:
+                del self._soft_since[gone]
+        self._soft_since[gang.key] = self.handle.clock()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous explain): PreEnqueue sees the time pass
+        loop.call_later(self._timeout(gang), self._activate, gang.key)
 
     # ------------------------------------------------------------ extension points
 
@@ -106,31 +182,53 @@ class Coscheduling:
         )
 
     def pre_enqueue(self, pod: PodInfo) -> fw.Status:
-        name = _group_of(pod)
-        if not name:
+        try:
+            m = self.gangs.member_of(pod.pod)
+        except InvalidGang as e:
+            return fw.Status(fw.Code.PENDING, (f"gang: {e}",), self.NAME)
+        if m is None:
             return fw.SUCCESS
-        until = self._backoff.get((pod.namespace, name))
+        key = m.key
+        until = self._backoff.get(key)
         if until is not None:
             if self.handle.clock() < until:
                 return fw.Status(
                     fw.Code.PENDING,
                     (
-                        f'pod group "{pod.namespace}/{name}" failed recently: its members are tried again '
+                        f"{_label(key)} failed recently: its members are tried again "
                         f"when its {self.args.pod_group_backoff_seconds:g}s backoff ends",
                     ),
                     self.NAME,
                 )
-            del self._backoff[(pod.namespace, name)]
-        group = self._group(pod)
-        if group is None:
-            return fw.Status(fw.Code.PENDING, (f'pod group "{pod.namespace}/{name}" not found',), self.NAME)
-        have = len(self._members(pod))
-        if have < group.spec.min_member:
-            return fw.Status(
-                fw.Code.PENDING,
-                (f'pod group "{pod.namespace}/{name}" has {have} of {group.spec.min_member} required pods',),
-                self.NAME,
-            )
+            del self._backoff[key]
+        try:
+            gang = self.gangs.gang(key)
+        except InvalidGang as e:
+            return fw.Status(fw.Code.PENDING, (f"{_label(key)}: {e}",), self.NAME)
+        if gang is None:
+            missing = self.gangs.missing(key)
+            text = f"{_label(key)} not found" if missing == "its PodGroup is not found" else f"{_label(key)}: {missing}"
+            return fw.Status(fw.Code.PENDING, (text,), self.NAME)
+        self._start_soft_clock(gang)
+        if self._soft_expired(gang):
+            return fw.SUCCESS
+        short = self._short(gang, self._members(key))
+        if short:
+            return fw.Status(fw.Code.PENDING, (f"{_label(key)} has {short}",), self.NAME)
+        if gang.min_resources and not self._placed(key):
+            free = self._free()
+            lacking = [
+                f"{name} {resources.format_quantity(name, free.get(name, 0))} free of "
+                f"{resources.format_quantity(name, need)}"
+                for name, need in sorted(gang.min_resources.items())
+                if need > free.get(name, 0)
+            ]
+            if lacking:
+                return fw.Status(
+                    fw.Code.PENDING,
+                    (f"{_label(key)} waits for its minResources to be free: {', '.join(lacking)}",),
+                    self.NAME,
+                )
         return fw.SUCCESS
 
     def post_filter(
@@ -138,41 +236,47 @@ class Coscheduling:
     ) -> fw.PostFilterResult:
         """A member that cannot be placed releases its waiting siblings, and
         the gang backs off."""
-        if _group_of(pod):
-            self._back_off(pod)
-            self._reject_siblings(pod, f"gang member {pod.key} is unschedulable")
+        key = self._key(pod)
+        if key is not None and not self._no_longer_a_gang(key):
+            self._back_off(key, pod)
+            self._reject_siblings(key, pod, f"gang member {pod.key} is unschedulable")
         return fw.PostFilterResult(fw.Status.unschedulable())
 
     def reserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> fw.Status:
         return fw.SUCCESS
 
     def unreserve(self, state: fw.CycleState, pod: PodInfo, node: str) -> None:
-        if _group_of(pod):
-            self._back_off(pod)
-            self._reject_siblings(pod, f"gang member {pod.key} was rejected")
+        key = self._key(pod)
+        if key is not None and not self._no_longer_a_gang(key):
+            self._back_off(key, pod)
+            self._reject_siblings(key, pod, f"gang member {pod.key} was rejected")
 
     def permit(self, state: fw.CycleState, pod: PodInfo, node: str) -> tuple[fw.Status, float]:
-        if not _group_of(pod):
+        key = self._key(pod)
+        if key is None:
             return fw.SUCCESS, 0.0
-        group = self._group(pod)
-        if group is None:
+        gang = self._gang(key)
+        if gang is None:
             return fw.Status.unschedulable("pod group not found", plugin=self.NAME), 0.0
-        if self._placed(pod) >= group.spec.min_member:
-            self._allow_siblings(pod)
+        if self._soft_expired(gang) or not self._short(gang, self._placed(key)):
+            self._allow_siblings(key, pod)
             return fw.SUCCESS, 0.0
-        return fw.Status(fw.Code.WAIT, plugin=self.NAME), self._timeout(group)
+        return fw.Status(fw.Code.WAIT, plugin=self.NAME), self._timeout(gang)
+
+    def _no_longer_a_gang(self, key: GangKey) -> bool:
+        gang = self._gang(key)
+        return gang is not None and self._soft_expired(gang)
 
     # ------------------------------------------------------------ backoff
 
-    def _back_off(self, pod: PodInfo) -> None:
+    def _back_off(self, key: GangKey, pod: PodInfo) -> None:
         """Hold the gang for the backoff, then activate its members together
         (scheduler-plugins backs off only a gang with all its pods: a gang
         still short of members waits at PreEnqueue anyway)."""
         seconds = self.args.pod_group_backoff_seconds
-        group = self._group(pod)
-        if seconds <= 0 or group is None or len(self._members(pod)) < group.spec.min_member:
+        gang = self._gang(key)
+        if seconds <= 0 or gang is None or len(self._members(key)) < gang.min_member:
             return
-        key = (pod.namespace, _group_of(pod))
         if key in self._backoff:
             return  # one failure of the gang: the siblings' rejections follow it
         self._backoff[key] = self.handle.clock() + seconds
@@ -180,36 +284,38 @@ class Coscheduling:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (a synchronous explain): PreEnqueue lifts it when due
-        loop.call_later(seconds, self._end_backoff, key, pod)
+        loop.call_later(seconds, self._end_backoff, key)
 
-    def _end_backoff(self, key: tuple[str, str], pod: PodInfo) -> None:
+    def _end_backoff(self, key: GangKey) -> None:
         until = self._backoff.get(key)
         if until is None:
             return  # lifted already, by PreEnqueue
         left = until - self.handle.clock()
         if left > 0:  # handle.clock and the loop's clock may differ by a hair
-            asyncio.get_running_loop().call_later(left, self._end_backoff, key, pod)
+            asyncio.get_running_loop().call_later(left, self._end_backoff, key)
             return
         del self._backoff[key]
+        self._activate(key)
+
+    def _activate(self, key: GangKey) -> None:
         if self.handle.activator is not None:
-            self.handle.activator.activate([m.metadata.uid for m in self._members(pod) if not m.spec.node_name])
+            self.handle.activator.activate([m.metadata.uid for m in self._members(key) if not m.spec.node_name])
 
     # ------------------------------------------------------------ siblings
 
-    def _siblings_waiting(self, pod: PodInfo) -> list[str]:
+    def _siblings_waiting(self, key: GangKey, pod: PodInfo) -> list[str]:
         waiting = self.handle.waiting_pods
-        group, ns = _group_of(pod), pod.namespace
         out = []
         for uid in waiting.uids():
             other = waiting.get(uid)
-            if other is not None and uid != pod.uid and _group_of(other) == group and other.namespace == ns:
+            if other is not None and uid != pod.uid and self._key(other) == key:
                 out.append(uid)
         return out
 
-    def _allow_siblings(self, pod: PodInfo) -> None:
-        for uid in self._siblings_waiting(pod):
+    def _allow_siblings(self, key: GangKey, pod: PodInfo) -> None:
+        for uid in self._siblings_waiting(key, pod):
             self.handle.waiting_pods.allow(uid, self.NAME)
 
-    def _reject_siblings(self, pod: PodInfo, message: str) -> None:
-        for uid in self._siblings_waiting(pod):
+    def _reject_siblings(self, key: GangKey, pod: PodInfo, message: str) -> None:
+        for uid in self._siblings_waiting(key, pod):
             self.handle.waiting_pods.reject(uid, self.NAME, message)

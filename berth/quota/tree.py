@@ -4,7 +4,9 @@ shows.
 
 Semantics, with the anchor each follows:
 
-- **Leaf of a pod**: the label ``berth.dev/queue``, else the first leaf
+- **Leaf of a pod**: the queue it names (:mod:`berth.quota.naming`:
+  ``queueKeys`` — ``berth.dev/queue`` and the frameworks' keys — then its
+  PodGroup's ``spec.queue``, through ``queueAliases``), else the first leaf
   (in configuration order) whose ``namespaces`` match, else ``default`` when
   it exists, else none: the pod is *unqueued* and scheduled as without
   queues. A label naming an unknown or non-leaf queue is a verdict that never
@@ -42,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from berth.cache.infos import PodInfo
 from berth.cluster import model, resources
+from berth.quota.naming import QueueNaming
 from berth.quota.spec import DEFAULT_QUEUE, QueueSpec, validate_queues
 
 __all__ = ["LABEL_QUEUE", "QUOTA_PLUGIN", "QueueStatus", "QueueTree", "Verdict"]
@@ -163,9 +166,12 @@ class QueueTree:
         *,
         counts: Callable[[model.Pod], bool] = lambda pod: True,
         capacity: Callable[[], Amounts] = dict,
+        naming: QueueNaming | None = None,
     ) -> None:
         self._counts = counts
         self._capacity_fn = capacity
+        #: Where a pod names its queue (``queueKeys``, ``queueAliases``, its PodGroup).
+        self.naming = naming if naming is not None else QueueNaming()
         self._capacity: Amounts | None = None
         #: Pods counted in usage: bound or assumed (the cache), nominated.
         self._placed: dict[str, PodInfo] = {}
@@ -230,6 +236,11 @@ class QueueTree:
             self.pending_entered(pi)
         self.on_release()
 
+    def reclassify(self) -> None:
+        """Recount every pod after :attr:`naming` changed (``queueKeys``,
+        ``queueAliases`` reloaded): the same queues, each pod in the one it names now."""
+        self.load([q.spec for q in self._queues.values()])
+
     @property
     def names(self) -> list[str]:
         return list(self._queues)
@@ -262,14 +273,15 @@ class QueueTree:
     def leaf_of(self, pod: model.Pod) -> tuple[str, str]:
         """(leaf, "") for a queued pod; ("", "") for an unqueued one; ("",
         message) when the pod names a queue that cannot take it."""
-        named = pod.metadata.labels.get(LABEL_QUEUE)
-        if named is not None:
+        found = self.naming.named(pod)
+        if found is not None:
+            named, where = found
             q = self._queues.get(named)
             if q is None:
-                return "", f'pod names queue "{named}" ({LABEL_QUEUE}), which does not exist'
+                return "", f'pod names queue "{named}" ({where}), which does not exist'
             if not q.leaf:
                 kids = ", ".join(c.name for c in q.children)
-                return "", f'pod names queue "{named}" ({LABEL_QUEUE}), which is not a leaf (its children: {kids})'
+                return "", f'pod names queue "{named}" ({where}), which is not a leaf (its children: {kids})'
             return named, ""
         ns = pod.metadata.namespace or "default"
         hit = self._ns_memo.get(ns)

@@ -25,6 +25,7 @@ from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.framework import interface as fw
 from berth.framework import preemption
+from berth.framework.plugin_errors import PluginError
 from berth.framework.runtime import PRE_FILTER_PLUGINS_WITH_NODES, FilterOutcome, Framework, ScoreOutcome
 
 __all__ = [
@@ -220,7 +221,7 @@ def find_nodes_that_fit(
             for r in order.tolist():
                 diagnosis.node_to_status[nodes.name(r)] = status
             return np.zeros(0, dtype=np.int64), diagnosis, None
-        raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message()}")
+        raise PluginError(status, "PreFilter")  # the runtime named the plugin
 
     # The pods nominated to nodes (after preemption) count there too.
     last = _nominated_pods_check(fwk, state, pod, nodes)
@@ -321,7 +322,7 @@ def schedule_pod(
         return ScheduleResult(nodes.name(int(feasible[0])), evaluated, 1)
     st = fwk.run_pre_score(state, pod, nodes, feasible)
     if not st.ok:
-        raise RuntimeError(f"running PreScore plugin {st.plugin}: {st.message()}")
+        raise PluginError(st, "PreScore")
     scores: ScoreOutcome = fwk.run_score(state, pod, nodes, feasible)
     row = select_host(feasible, scores.total, top_n=top_n, rng=rng)
     return ScheduleResult(nodes.name(row), evaluated, len(feasible))

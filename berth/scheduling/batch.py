@@ -195,7 +195,7 @@ def submit(
             if previous is not None:
                 core.on_pod_group(previous)
             else:
-                core.pod_groups.remove(group.metadata.namespace, group_name)
+                core.on_pod_group_delete(group)
         if isinstance(e, FeedRefused):
             raise FailedPrecondition(str(e)) from None
         raise

@@ -20,16 +20,20 @@ from berth import access, features
 from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
-from berth.cluster import dra, model, storage
+from berth.cluster import dra, model, storage, workload_api
+from berth.cluster import queues as cluster_queues
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration
 from berth.errors import AlreadyExists, InvalidArgument
 from berth.framework import interface as fw
 from berth.framework.runtime import Framework
+from berth.gangs import GangIndex
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
 from berth.queue.waiting import PodsInPreBind, WaitingPods
 from berth.quota import QueueSpec, QueueTree
+from berth.quota import objects as quota_objects
+from berth.quota.naming import QueueNaming
 from berth.scheduling.algorithm import Sampler
 from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
@@ -61,14 +65,20 @@ def scheduler_name_of(pod: model.Pod) -> str:
     )
 
 
-def new_queue_tree(cfg: BerthConfiguration, cache: Cache, nominator: Nominator | None = None) -> QueueTree:
+def new_queue_tree(
+    cfg: BerthConfiguration,
+    cache: Cache,
+    nominator: Nominator | None = None,
+    group_queue: Callable[[model.Pod], str] | None = None,
+) -> QueueTree:
     """The batch queues of ``cfg``, counting Berth's own pods (those whose
     scheduler is one of its profiles) as the cache and nominator report them."""
-    names = {p.scheduler_name for p in cfg.profiles}
+    names = cfg.scheduler_names()
     tree = QueueTree(
         cfg.queues,
         counts=lambda pod: scheduler_name_of(pod) in names,
         capacity=cache.allocatable_total,
+        naming=QueueNaming(tuple(cfg.queue_keys), dict(cfg.queue_aliases), group_queue or (lambda pod: "")),
     )
     cache.subscribe(tree.on_cache)
     if nominator is not None:
@@ -113,11 +123,17 @@ class Core:
         quota: QueueTree | None = None,
         dra_store: DraStore | None = None,
         volume_store: VolumeStore | None = None,
+        gangs: GangIndex | None = None,
+        scheduling_groups: workload_api.GroupStore | None = None,
     ) -> None:
         self.cfg = cfg
         self.cache = cache
         self.pods = pods
         self.pod_groups = pod_groups
+        #: Who is in which gang, in every enabled dialect (berth/gangs).
+        self.gangs = gangs if gangs is not None else GangIndex(cfg.gang_sources)
+        #: Every scheduler name Berth answers to (profiles and their aliases) -> profile.
+        self._scheduler_names = cfg.scheduler_names()
         self.pdbs = pdbs
         self.namespaces = namespaces
         self.workloads = workloads if workloads is not None else WorkloadStore()
@@ -125,6 +141,8 @@ class Core:
         self.dra = dra_store if dra_store is not None else DraStore()
         #: PVs, PVCs, StorageClasses, CSI objects (the Handle's ``volumes``).
         self.volumes = volume_store if volume_store is not None else VolumeStore()
+        #: The Workload API's PodGroups and Workloads (the Handle's ``scheduling_groups``).
+        self.scheduling_groups = scheduling_groups if scheduling_groups is not None else workload_api.GroupStore()
         self.frameworks = dict(frameworks)
         self.nominator = nominator
         self.waiting = waiting
@@ -141,6 +159,9 @@ class Core:
         self.rng = rng
         #: The batch queues (empty without ``queues`` in the configuration).
         self.quota = quota if quota is not None else new_queue_tree(cfg, cache, nominator)
+        #: Queues declared as Queue objects, merged with ``cfg.queues`` into ``quota``.
+        self.queue_objects = quota_objects.QueueObjects()
+        self.queue_objects.specs = list(cfg.queues)
         self.samplers = {name: Sampler() for name in self.frameworks}
         self._snapshot: Snapshot = cache.new_snapshot()
         self.ready = False
@@ -183,7 +204,8 @@ class Core:
         return next(iter(self.frameworks.values())).handle.features
 
     def framework_for(self, profile: str) -> Framework:
-        fwk = self.frameworks.get(profile or self.cfg.extender.profile)
+        name = profile or self.cfg.extender.profile
+        fwk = self.frameworks.get(self._scheduler_names.get(name, name))
         if fwk is None:
             raise VerbError(f"unknown profile {profile!r} (profiles: {', '.join(self.frameworks)})")
         return fwk
@@ -195,8 +217,10 @@ class Core:
             self.scheduler.queue.activate(uids)
 
     def responsible_for(self, pod: model.Pod) -> Framework | None:
-        """The profile that schedules this pod, or None when it is another scheduler's."""
-        return self.frameworks.get(scheduler_name_of(pod))
+        """The profile that schedules this pod (by its schedulerName or one of
+        the profile's ``aliases``), or None when it is another scheduler's."""
+        name = scheduler_name_of(pod)
+        return self.frameworks.get(self._scheduler_names.get(name, name))
 
     # ------------------------------------------------------------ ClusterListener
 
@@ -204,10 +228,51 @@ class Core:
         """Take a new ``queues`` section (hot reload); raises InvalidArgument
         and keeps the running queues when it is invalid. Nothing is evicted:
         a queue shrunk below its usage only stops new placements."""
-        self.quota.load(specs)
+        p = self.queue_objects.plan(specs)  # the file alone must be valid; objects are judged again
+        self.quota.load(p.specs)
+        self.queue_objects.commit(p)
         self.cfg.queues = specs
         if self.scheduler is not None:
             self.scheduler.queues_changed()
+
+    def on_queue_object(self, obj: cluster_queues.Queue) -> None:
+        """A Queue object (berth.dev/v1alpha1) added or changed: judged with
+        the file's queues and the other objects (:mod:`berth.quota.objects`);
+        one Berth refuses gets a verdict and changes nothing."""
+        self._queue_objects_changed({**self.queue_objects.objects, obj.metadata.name: obj})
+
+    def on_queue_object_delete(self, name: str) -> None:
+        """A Queue object gone: its queue leaves the tree as if removed from ``queues:``."""
+        objects = dict(self.queue_objects.objects)
+        if objects.pop(name, None) is not None:
+            self._queue_objects_changed(objects)
+
+    def load_queue_objects(self, objects: Sequence[cluster_queues.Queue]) -> None:
+        """Queue objects of the embedded cluster file, all or nothing: raises
+        InvalidArgument naming the first one Berth refuses."""
+        seen: set[str] = set()
+        for o in objects:
+            if o.metadata.name in seen:
+                raise InvalidArgument(f"Queue {o.metadata.name}: declared twice")
+            seen.add(o.metadata.name)
+        merged = {**self.queue_objects.objects, **{o.metadata.name: o for o in objects}}
+        p = self.queue_objects.plan(self.cfg.queues, merged)
+        for o in objects:
+            v = p.verdicts[o.metadata.name]
+            if not v.accepted:
+                raise InvalidArgument(f"Queue {o.metadata.name}: {v.message}")
+        self._queue_objects_changed(merged, p)
+
+    def _queue_objects_changed(
+        self, objects: dict[str, cluster_queues.Queue], p: quota_objects.Plan | None = None
+    ) -> None:
+        p = p or self.queue_objects.plan(self.cfg.queues, objects)
+        # Status writes and refused changes leave the tree as it is: no reload.
+        if p.specs != self.queue_objects.specs:
+            self.quota.load(p.specs)
+            if self.scheduler is not None:
+                self.scheduler.queues_changed()
+        self.queue_objects.commit(p, objects)
 
     def on_node(self, node: model.Node) -> None:
         self.quota.capacity_changed()
@@ -263,6 +328,8 @@ class Core:
 
     def on_pod(self, pod: model.Pod, *, source: Source) -> None:
         old = self.pods.put(pod, source)
+        self.gangs.pod_changed(pod)
+        self.scheduling_groups.pod_updated(pod)
         uid = pod.metadata.uid
         terminal = pod.status.phase in ("Succeeded", "Failed")
         if pod.spec.node_name and not terminal:
@@ -283,16 +350,48 @@ class Core:
 
     def on_pod_delete(self, pod: model.Pod) -> None:
         self.pods.remove(pod)
+        self.gangs.pod_removed(pod)
+        self.scheduling_groups.pod_deleted(pod)
         self.decisions.pod_deleted(pod.key, pod.metadata.uid)
         removed = self.cache.remove_pod(pod.metadata.uid)
         self.quota.pod_deleted(pod.metadata.uid)
         if self.scheduler is not None:
             self.scheduler.on_pod_delete(pod, removed)
 
+    def on_scheduling_group(self, obj: workload_api.PodGroup | workload_api.Workload) -> None:
+        """A Workload API PodGroup or Workload (``scheduling.k8s.io``): stored,
+        and its gang's pods woken (GangScheduling's PodGroup/Add and Update)."""
+        old = self.scheduling_groups.get(obj.kind, obj.metadata.namespace, obj.metadata.name)
+        self.scheduling_groups.put(obj)
+        if self.scheduler is not None and workload_api.may_help(old, obj):
+            self.scheduler.on_scheduling_group(obj)
+
+    def on_scheduling_group_delete(self, obj: workload_api.PodGroup | workload_api.Workload) -> None:
+        self.scheduling_groups.remove(obj.kind, obj.metadata.namespace, obj.metadata.name)
+
     def on_pod_group(self, group: model.PodGroup) -> None:
-        self.pod_groups.put(group)
+        """A PodGroup of any dialect Berth reads (scheduler-plugins', Volcano's,
+        KAI's); the PodGroupStore keeps scheduler-plugins' ones, as before."""
+        if group.api_version == model.PodGroup().api_version:
+            self.pod_groups.put(group)
+        key = self.gangs.put_group(group)
+        if self.scheduler is not None and key is not None:
+            self.scheduler.on_gang(key)
+
+    def on_pod_group_delete(self, group: model.PodGroup) -> None:
+        ns = group.metadata.namespace or "default"
+        if group.api_version == model.PodGroup().api_version:
+            self.pod_groups.remove(ns, group.metadata.name)
+        self.gangs.remove_group(group.api_version, ns, group.metadata.name)
+
+    def reload_queue_naming(self, keys: Sequence[str], aliases: Mapping[str, str]) -> None:
+        """Take new ``queueKeys`` and ``queueAliases`` (hot reload): every
+        pod is recounted into the queue it names now."""
+        self.quota.naming.keys, self.quota.naming.aliases = tuple(keys), dict(aliases)
+        self.cfg.queue_keys, self.cfg.queue_aliases = list(keys), dict(aliases)
+        self.quota.reclassify()
         if self.scheduler is not None:
-            self.scheduler.on_pod_group(group)
+            self.scheduler.queues_changed()
 
     def on_pdb(self, pdb: model.PodDisruptionBudget) -> None:
         """Store a PDB. One the API server would reject (an unknown selector

@@ -30,18 +30,21 @@ import msgspec
 from berth import metrics
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
-from berth.cluster import model
+from berth.cluster import model, workload_api
 from berth.cluster.sources import BindConflict
 from berth.features import KubeVersion
 from berth.framework import interface as fw
 from berth.framework.decision import Decision, Reason
 from berth.framework.decision import DecisionKind as Kind
+from berth.framework.plugin_errors import PluginError
 from berth.framework.runtime import Framework
+from berth.gangs import GangKey, InvalidGang
 from berth.queue.scheduling_queue import SchedulingQueue
 from berth.quota import reclaim
 from berth.quota.tree import QUOTA_PLUGIN, Verdict
 from berth.scheduling import algorithm
 from berth.scheduling.core import Core
+from berth.scheduling.gang_status import GangPhases
 
 __all__ = ["TURN_SECONDS", "QueueState", "Scheduler", "quota_verdict"]
 
@@ -114,13 +117,16 @@ def quota_verdict(core: Core, pod: PodInfo) -> Verdict:
     members still to place: a gang is admitted against quota as a whole
     (scheduler-plugins' Coscheduling admits a PodGroup's minResources the
     same way), so no member holds quota the rest cannot get."""
-    name = pod.labels.get(model.LABEL_POD_GROUP)
-    group = core.pod_groups.get(pod.namespace, name) if name else None
+    key = gang_key(core, pod.pod)
+    try:
+        group = core.gangs.gang(key) if key is not None else None
+    except InvalidGang:
+        group = None  # Coscheduling's PreEnqueue holds such a pod
     demand = [pod]
-    if group is not None:
-        members = core.pods.in_group(pod.namespace, group.metadata.name)
+    if key is not None and group is not None:
+        members = core.gangs.members(key)
         placed = sum(1 for m in members if core.cache.get_pod(m.metadata.uid) is not None)
-        need = group.spec.min_member - placed - 1
+        need = group.min_member - placed - 1
         if need > 0:
             rest = sorted(
                 (m for m in members if m.metadata.uid != pod.uid and core.cache.get_pod(m.metadata.uid) is None),
@@ -129,9 +135,18 @@ def quota_verdict(core: Core, pod: PodInfo) -> Verdict:
             demand += [PodInfo.of(m) for m in rest[:need]]
     verdict = core.quota.check(demand)
     if not verdict.ok and len(demand) > 1:
-        gang = f"{pod.namespace}/{name}"
-        return dataclasses.replace(verdict, message=f"gang {gang} ({len(demand)} pods): {verdict.message}")
+        return dataclasses.replace(verdict, message=f"gang {key} ({len(demand)} pods): {verdict.message}")
     return verdict
+
+
+def gang_key(core: Core, pod: model.Pod) -> GangKey | None:
+    """The pod's gang in the enabled dialects; None for none or for keys
+    Berth cannot use (Coscheduling's PreEnqueue says why)."""
+    try:
+        m = core.gangs.member_of(pod)
+    except InvalidGang:
+        return None
+    return m.key if m is not None else None
 
 
 class Scheduler:
@@ -154,7 +169,7 @@ class Scheduler:
         self.features = core.features
         self.queue = SchedulingQueue(
             sort_key=first.queue_sort.sort_key,
-            pre_enqueue=lambda pod, profile: frameworks[profile].run_pre_enqueue(pod),
+            pre_enqueue=self._pre_enqueue,
             events=events,
             initial_backoff=cfg.pod_initial_backoff_seconds,
             max_backoff=cfg.pod_max_backoff_seconds,
@@ -172,6 +187,11 @@ class Scheduler:
         self._binding: set[asyncio.Task[None]] = set()
         self._last_info: PodInfo | None = None  # on_pod's, lent to the next pod's PodInfo.of
         self._last_message: dict[str, str] = {}
+        #: PodGroup phases written back (scheduler-plugins', Volcano's).
+        self.gang_phases = GangPhases(core)
+        #: What PreEnqueue said of a pod the queue was gating while it had
+        #: no phase yet or was in flight (see :meth:`_pre_enqueue`).
+        self._gating: dict[str, fw.Status] = {}
         self._attempt_children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._sli_children: dict[str, Any] = {}
         # scheduler_goroutines{operation="binding"}: the binding cycles in flight, read at scrape time.
@@ -241,7 +261,13 @@ class Scheduler:
                 node=node,
                 message=message,
                 reasons=tuple(
-                    Reason(st.plugin, st.message(), st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE) for st in reasons
+                    Reason(
+                        st.plugin,
+                        st.message(),
+                        st.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                        error=st.code == fw.Code.ERROR,
+                    )
+                    for st in reasons
                 )
                 if reasons
                 else (),
@@ -292,6 +318,7 @@ class Scheduler:
 
     def on_pod(self, old: model.Pod | None, pod: model.Pod) -> None:
         uid = pod.metadata.uid
+        self.gang_phases.touch_pod(pod)
         fwk = self.core.responsible_for(pod)
         if pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
             # Bound (by us or anyone): no longer pending.
@@ -328,6 +355,7 @@ class Scheduler:
         if self.queue.phase(uid) == "Gated" and was != "Gated":
             self._emit_gated(pod)
         self._wake_gang(pod)
+        self._wake_scheduling_group(pod)
 
     def _assumed_pod_deleting(self, uid: str) -> None:
         """handleAssumedPodDeletion (``eventhandlers.go``, v1.35): the room an
@@ -340,19 +368,47 @@ class Scheduler:
             self.core.cache.forget_pod(uid)
         self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE))
 
+    def _pre_enqueue(self, pod: PodInfo, profile: str) -> fw.Status:
+        """PreEnqueue for the queue, which runs it whenever it moves a pod
+        (an add, an update, an event that wakes gated pods). A pod it gates
+        keeps the newest message, not the one it was first gated with (a
+        gang member said "1 of 3" after the second member came); a pod the
+        queue held elsewhere (backing off, unschedulable) that it gates now
+        gets a Gated decision. A new pod's, or one back from a failed
+        attempt, gets it from :meth:`_emit_gated` or :meth:`_record_failure`
+        (kept meanwhile in ``_gating``: the queue has not parked it yet); one
+        already gated gets none for a new count: a gang of N arriving would
+        emit N*N/2 of them."""
+        st = self.core.frameworks[profile].run_pre_enqueue(pod)
+        if st.ok:
+            return st
+        self._last_message[pod.uid] = st.message()
+        was = self.queue.phase(pod.uid)
+        if was in ("", "InFlight"):
+            self._gating[pod.uid] = st
+        elif was != "Gated":
+            qpi = self.queue.get(pod.uid)
+            self.emit(Kind.GATED, pod.pod, message=st.message(), reasons=[st], attempts=qpi.attempts if qpi else 0)
+        return st
+
+    def last_message(self, uid: str) -> str:
+        """The message of the pod's last failed attempt or of what gates it now ("" none)."""
+        return self._last_message.get(uid, "")
+
     def _emit_gated(self, pod: model.Pod) -> None:
         qpi = self.queue.get(pod.metadata.uid)
         if qpi is None:
             return
-        fwk = self.core.frameworks[qpi.profile]
-        st = fwk.run_pre_enqueue(qpi.info)
+        st = self._gating.pop(pod.metadata.uid, None) or self.core.frameworks[qpi.profile].run_pre_enqueue(qpi.info)
         self._last_message[pod.metadata.uid] = st.message()
         self.emit(Kind.GATED, pod, message=st.message(), reasons=[st], attempts=qpi.attempts)
 
     def on_pod_delete(self, pod: model.Pod, removed: PodInfo | None) -> None:
         uid = pod.metadata.uid
+        self.gang_phases.touch_pod(pod)
         self.queue.delete(uid)
         self._last_message.pop(uid, None)  # bounded by the pods alive, not by those ever seen
+        self._gating.pop(uid, None)
         if self.waiting.get(uid) is not None:
             self.waiting.reject(uid, "", "pod deleted")
         if removed is not None:
@@ -383,22 +439,44 @@ class Scheduler:
     def on_node(self, node: model.Node) -> None:
         self.queue.on_event(fw.ClusterEvent("Node", fw.ActionType.ADD | fw.ActionType.UPDATE))
 
-    def on_pod_group(self, group: model.PodGroup) -> None:
+    def on_gang(self, key: GangKey) -> None:
+        """A gang's PodGroup (of any dialect) added or updated: its members may pass PreEnqueue now."""
+        self.gang_phases.touch(key)
         self.queue.on_event(
             fw.ClusterEvent("PodGroup", fw.ActionType.ADD | fw.ActionType.UPDATE),
-            pred=lambda q: (
-                q.pod.metadata.labels.get(model.LABEL_POD_GROUP) == group.metadata.name
-                and q.info.namespace == group.metadata.namespace
-            ),
+            pred=lambda q: gang_key(self.core, q.pod) == key,
         )
 
-    def _wake_gang(self, pod: model.Pod) -> None:
-        group = pod.metadata.labels.get(model.LABEL_POD_GROUP)
-        if group:
-            ns = pod.metadata.namespace
+    def on_scheduling_group(self, obj: workload_api.PodGroup | workload_api.Workload) -> None:
+        """A Workload API PodGroup (or 1.35 Workload) added or updated: its
+        members may pass GangScheduling's PreEnqueue now."""
+        ns, name, version = obj.metadata.namespace, obj.metadata.name, self.features.version
+
+        def member(q: fw.QueuedPodInfo) -> bool:
+            key = workload_api.group_of(q.pod, version)
+            if key is None or key.namespace != ns:
+                return False
+            if isinstance(obj, workload_api.Workload):
+                return key.workload == name
+            return key.name == name and not key.workload
+
+        self.queue.on_event(fw.ClusterEvent("PodGroup", fw.ActionType.ADD | fw.ActionType.UPDATE), pred=member)
+
+    def _wake_scheduling_group(self, pod: model.Pod) -> None:
+        """A new member of a Workload API group may complete its minCount
+        (GangScheduling's UnscheduledPod/Add hint: same group only)."""
+        key = workload_api.group_of(pod, self.features.version)
+        if key is not None:
             self.queue.on_event(
                 fw.ClusterEvent("Pod", fw.ActionType.ADD),
-                pred=lambda q: q.pod.metadata.labels.get(model.LABEL_POD_GROUP) == group and q.info.namespace == ns,
+                pred=lambda q: workload_api.group_of(q.pod, self.features.version) == key,
+            )
+
+    def _wake_gang(self, pod: model.Pod) -> None:
+        key = gang_key(self.core, pod)
+        if key is not None:
+            self.queue.on_event(
+                fw.ClusterEvent("Pod", fw.ActionType.ADD), pred=lambda q: gang_key(self.core, q.pod) == key
             )
 
     # ------------------------------------------------------------ the loop
@@ -449,6 +527,7 @@ class Scheduler:
         while self._binding or self.core.client.busy:
             await asyncio.gather(*list(self._binding), return_exceptions=True)
             await self.core.client.drain()
+        await self.gang_phases.drain()
 
     @property
     def busy(self) -> bool:
@@ -499,6 +578,12 @@ class Scheduler:
         except algorithm.FitError as err:
             self._algorithm_duration.observe(time.perf_counter() - started)
             self._handle_fit_error(fwk, state, qpi, err, snap, cycle, started)
+            return False
+        except PluginError as err:
+            # The runtime logged a raising plugin's traceback; this is
+            # schedule_one.go's one "Error scheduling pod; retrying" line.
+            log.error("error scheduling pod %s; retrying: %s", pod.key, err)
+            self._failure(fwk, qpi, cycle, str(err), error=True, reasons=[err.status], started=started)
             return False
         except Exception as err:
             log.exception("scheduling %s", pod.key)
@@ -559,15 +644,11 @@ class Scheduler:
         diagnosis = algorithm.Diagnosis(num_all_nodes=len(snap.alive_rows()), pre_filter_msg=verdict.message)
         qpi.unschedulable_plugins = {QUOTA_PLUGIN}
         qpi.pending_plugins = set()
-        group = pod.labels.get(model.LABEL_POD_GROUP)
-        if group:
+        key = gang_key(self.core, pod.pod)
+        if key is not None:
             for uid in self.waiting.uids():
                 other = self.waiting.get(uid)
-                if (
-                    other is not None
-                    and other.labels.get(model.LABEL_POD_GROUP) == group
-                    and other.namespace == pod.namespace
-                ):
+                if other is not None and gang_key(self.core, other.pod) == key:
                     self.waiting.reject(uid, QUOTA_PLUGIN, f"gang member {pod.key}: {verdict.message}")
         self._algorithm_duration.observe(time.perf_counter() - started)
         self._failure(
@@ -631,6 +712,7 @@ class Scheduler:
         # when no PostFilter plugin runs, v1.35; the same with the
         # NominatedNodeNameForExpectation gate off before).
         nominating: str | None = ""
+        post_filter_error: list[fw.Status] = []  # a PostFilter plugin failed: the decision says which
         if fwk.post_filter and not diagnosis.pre_filter_msg:
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
             res = fwk.run_post_filter(state, pod, snap, failures)
@@ -641,6 +723,8 @@ class Scheduler:
             # 1.37 a preemption says where it found room (schedule_one.go
             # schedulingAlgorithm, PostFilterMsg = status.Message()).
             diagnosis.post_filter_msg = res.status.message()
+            if res.status.code == fw.Code.ERROR:
+                post_filter_error.append(res.status)
         if not nominated and not diagnosis.pre_filter_msg and self.core.quota.enabled:
             fwk.dry_runs_follow(state)
             failures = {snap.index[n]: st for n, st in diagnosis.node_to_status.items() if n in snap.index}
@@ -665,7 +749,7 @@ class Scheduler:
         if nominated:
             self.queue.nominator.add(pod, nominated)
             self.emit(Kind.NOMINATED, pod.pod, node=nominated, message=message, attempts=qpi.attempts)
-        reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values())
+        reasons = list({st.reasons: st for st in diagnosis.node_to_status.values()}.values()) + post_filter_error
         # The nomination is written with the PodScheduled condition, in one
         # status patch (handleSchedulingFailure's updatePod).
         self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started, nominated=nominating)
@@ -739,9 +823,16 @@ class Scheduler:
         result = "error" if error else "unschedulable"
         self._count_attempt(result, fwk.name, started)
         self._last_message[pod.uid] = message
-        kind = Kind.GATED if self.queue.phase(pod.uid) == "Gated" else Kind.UNSCHEDULABLE
+        gate = self._gating.pop(pod.uid, None)
+        gated = self.queue.phase(pod.uid) == "Gated"
+        kind = Kind.GATED if gated else Kind.UNSCHEDULABLE
         self.emit(kind, pod.pod, message=message, reasons=reasons, attempts=qpi.attempts)
         self.core.client.report_unschedulable(pod.pod, message, nominated)
+        if gated and gate is not None and gate.message() != message:
+            # Parked by PreEnqueue on the way back (a gang's backoff): what
+            # gates it now is its latest word, not the attempt's failure.
+            self._last_message[pod.uid] = gate.message()
+            self.emit(Kind.GATED, pod.pod, message=gate.message(), reasons=[gate], attempts=qpi.attempts)
 
     async def _binding_cycle(
         self,

@@ -27,6 +27,7 @@ from berth.cluster.resources import canonical_list, format_quantity
 from berth.errors import InvalidArgument, NotFound
 from berth.framework import interface as fw
 from berth.framework.decision import Decision, DecisionKind
+from berth.framework.plugin_errors import PluginError
 from berth.framework.runtime import Framework
 from berth.quota.tree import QUOTA_PLUGIN, Verdict
 from berth.scheduling import algorithm
@@ -76,7 +77,7 @@ class PodRow:
 
 @dataclasses.dataclass(slots=True)
 class Blocker:
-    kind: str  # gate | queue | quota | gang | fit | preemption
+    kind: str  # error | gate | queue | quota | gang | fit | preemption
     message: str
     # what would let it run, when known ("frees when 3 cpu are released on node n1", "needs 2 more members of gang g")
     unblocks_when: str = ""
@@ -172,6 +173,17 @@ def _positions(core: Core) -> dict[str, int]:
     return out
 
 
+def _reason(core: Core, uid: str, phase: str, d: Decision | None) -> str:
+    """The row's reason: the last decision's message, or for a gated pod
+    what gates it now (the queue re-runs PreEnqueue without a decision
+    each time, e.g. as a gang's members arrive)."""
+    if phase == "Gated" and core.scheduler is not None:
+        now = core.scheduler.last_message(uid)
+        if now:
+            return now
+    return d.message if d is not None else ""
+
+
 def _row(core: Core, pod: model.Pod, phase: str, node: str, positions: dict[str, int]) -> PodRow:
     uid = pod.metadata.uid
     sched = core.scheduler
@@ -192,7 +204,7 @@ def _row(core: Core, pod: model.Pod, phase: str, node: str, positions: dict[str,
         nominated_node=nominated,
         attempts=qpi.attempts if qpi is not None else (d.attempts if d is not None else 0),
         created=created,
-        reason=d.message if d is not None else "",
+        reason=_reason(core, uid, phase, d),
         position=positions.get(uid, 0) if phase in _PENDING else 0,
         priority=pi.priority,
         requests=dict(pi.requests),
@@ -259,6 +271,7 @@ def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGrou
         pods = members.get((ns, group.metadata.name), [])
         placed = waiting = bound = 0
         latest: Decision | None = None
+        latest_reason = ""
         for p in pods:
             uid = p.metadata.uid
             if p.spec.node_name:
@@ -269,6 +282,8 @@ def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGrou
                 d = _latest(core, p)
                 if d is not None and d.message and (latest is None or d.timestamp_ms > latest.timestamp_ms):
                     latest = d
+                    gated = core.scheduler is not None and core.scheduler.queue.phase(uid) == "Gated"
+                    latest_reason = _reason(core, uid, "Gated" if gated else "", d)
                 continue
             placed += 1
         need = group.spec.min_member
@@ -284,7 +299,7 @@ def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGrou
                 bound=bound,
                 pending=len(pods) - placed,
                 phase=phase,
-                reason=latest.message if latest is not None else "",
+                reason=latest_reason if latest is not None else "",
                 schedule_timeout_seconds=group.spec.schedule_timeout_seconds or 0,
                 min_resources=canonical_list(group.spec.min_resources),
             )
@@ -535,6 +550,20 @@ def closest_nodes(core: Core, pod: model.Pod) -> list[tuple[str, str]]:
     return _evaluate_fit(core, fwk, PodInfo.of(pod)).closest
 
 
+_ERROR_UNBLOCKS = "a plugin failed, not the pod: retried after backoff; the traceback is in Berth's log"
+
+
+def _error_blocker(core: Core, pod: model.Pod) -> list[Blocker]:
+    """The pod's last attempt ended in a plugin's error (the decision's
+    reasons say so): its message names the plugin and extension point."""
+    d = _latest(core, pod)
+    if d is None or d.kind not in (DecisionKind.UNSCHEDULABLE, DecisionKind.BIND_FAILED, DecisionKind.GATED):
+        return []
+    if not any(r.error for r in d.reasons):
+        return []
+    return [Blocker("error", d.message, _ERROR_UNBLOCKS)]
+
+
 def _fit_blocker(fit: _Fit) -> list[Blocker]:
     if fit.feasible:
         return []
@@ -616,13 +645,19 @@ def why(core: Core, key: str) -> Why:
         out.summary = out.blockers[0].message
         return out
     pi = PodInfo.of(pod)
-    blockers: list[Blocker] = []
+    blockers: list[Blocker] = _error_blocker(core, pod)
     if phase == "Gated":
         blockers += _gate_blockers(core, pod, fwk)
     blockers += _queue_blocker(core, pod, phase, row.position, row.queue)
     blockers += _quota_blocker(core, pi)
-    fit = _evaluate_fit(core, fwk, pi)
-    blockers += _fit_blocker(fit)
+    try:
+        fit = _evaluate_fit(core, fwk, pi)
+    except PluginError as e:  # a Filter or PreFilter plugin fails now too
+        fit = _Fit(str(e), 0, 0, [], {})
+        if not any(b.message == str(e) for b in blockers):
+            blockers.append(Blocker("error", str(e), _ERROR_UNBLOCKS))
+    else:
+        blockers += _fit_blocker(fit)
     out.closest_nodes = fit.closest if not fit.feasible else []
     blockers += _preemption_blocker(core, pod)
     out.blockers = blockers

@@ -57,7 +57,12 @@ async def test_the_blocking_client_submits_waits_explains_and_cancels() -> None:
     assert got["results"] == [
         ("default/web", True, 'spec.schedulerName defaulted to "berth", the only profile'),
         ("default/big", True, 'spec.schedulerName defaulted to "berth", the only profile'),
-        ("default/odd", False, 'pods[2].spec.schedulerName: Unsupported value: "nobody": supported values: "berth"'),
+        # The client sends each manifest too (pod_manifests), which the server reads first.
+        (
+            "default/odd",
+            False,
+            'pod_manifests[2].spec.schedulerName: Unsupported value: "nobody": supported values: "berth"',
+        ),
     ]
     assert got["outcomes"] == [
         ("default/web", "Bound", "a", True),

@@ -41,6 +41,7 @@ EXAMPLE_CASES: list[tuple[str, list[str]]] = [
         ],
     ),
     ("why_pending.py", ['"phase": "Unschedulable"', "runs only on a node with at least 1000 cpu", "cancelled"]),
+    ("retry_and_resume.py", ["retry answers the same: True", "examples/retried BOUND "]),
 ]
 
 

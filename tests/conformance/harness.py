@@ -77,6 +77,7 @@ from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler
 from berth.cluster import manifests
 from berth.plugins import dynamicresources
 from tests.conformance import generator
+from tests.e2e import kubeutil
 from tests.e2e.conftest import launch_berth
 from tests.e2e.controlplane import bed
 
@@ -582,8 +583,11 @@ def _run(
     )
     launched = launch_berth(cp, berth_config)
     log = LogTail(scheduler.log)
+    # Berth's reads in Kubernetes mode need a caller the API server knows.
+    token = kubeutil.service_account_token(kube, "default", "conformance-reader", cluster_rules=kubeutil.READER_RULES)
 
-    with grpc.insecure_channel(f"127.0.0.1:{launched.grpc_port}") as channel:
+    with grpc.insecure_channel(f"127.0.0.1:{launched.grpc_port}") as raw_channel:
+        channel = kubeutil.bearer_channel(raw_channel, token)
         berth = BerthClient(
             launched.process, cluster_pb2_grpc.ClusterStub(channel), scheduler_pb2_grpc.SchedulerStub(channel)
         )

@@ -85,6 +85,11 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'Nope'",
     ),
     (
+        "misspelt plugin: did you mean",
+        {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "NodeAfinity"}]}}}]},
+        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NodeAfinity'; did you mean \"NodeAffinity\"?",
+    ),
+    (
         "plugin at a point it does not extend",
         {"profiles": [{"plugins": {"score": {"enabled": [{"name": "NodeName"}]}}}]},
         "profiles[0].plugins.score.enabled[0].name: plugin 'NodeName' does not extend score",

@@ -421,7 +421,7 @@ def _awaiting(*texts: str) -> Iterator[list[_Await]]:
 async def _serving(cfg: config.BerthConfiguration, **options: Any) -> AsyncIterator[Callable[[], None]]:
     """app.serve() on loopback port 0, until the block ends; yields a check
     that it is still running."""
-    cfg.http.port = cfg.grpc.port = 0
+    cfg.http.port = cfg.grpc.port = cfg.ui.port = 0
     stop = asyncio.Event()
     with _awaiting("Berth serving") as [serving]:
         task = asyncio.create_task(app.serve(cfg, stop=stop, **options), name="serve")

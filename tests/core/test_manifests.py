@@ -408,6 +408,12 @@ def _struct_types(t: msgspec.inspect.Type) -> Iterator[tuple[str, type[Any]]]:
         yield from (("{}" + p, c) for p, c in _struct_types(t.value_type))
 
 
+#: Fields Berth reads from an older release's API server only, which the
+#: newest release's schema no longer has (1.35's ``pod.spec.workloadRef``,
+#: replaced by ``schedulingGroup`` in 1.36).
+OLDER_RELEASES_ONLY = {"Pod.spec.workloadRef"}
+
+
 @pytest.mark.parametrize("kind", ["Node", "Pod", "PodGroup", "PodDisruptionBudget"])
 def test_every_field_berths_model_reads_is_known_to_the_schema(kind: str) -> None:
     """Strict mode would otherwise refuse a field Berth itself decodes."""
@@ -417,6 +423,8 @@ def test_every_field_berths_model_reads_is_known_to_the_schema(kind: str) -> Non
         cls, type_name, path = todo.pop()
         fields = s.types[type_name]
         for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
+            if f"{path}.{f.encode_name}" in OLDER_RELEASES_ONLY:
+                continue
             assert f.encode_name in fields, f"{path}.{f.encode_name}"
             for prefix, sub in _struct_types(f.type):
                 shape = fields[f.encode_name]

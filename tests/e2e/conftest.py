@@ -97,6 +97,7 @@ def launch_berth(
     kubeconfig: Path | None = None,
     name: str = "berth",
     ready: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Berth:
     """``berth serve`` against the bed on free loopback ports (the bed stops
     it with itself); ``ready`` waits for its /readyz."""
@@ -104,13 +105,14 @@ def launch_berth(
     cfg: dict[str, Any] = {"apiVersion": "berth.dev/v1", "kind": "BerthConfiguration", **(config or {})}
     cfg["http"] = {**cfg.get("http", {}), "host": "127.0.0.1", "port": http_port}
     cfg["grpc"] = {**cfg.get("grpc", {}), "host": "127.0.0.1", "port": grpc_port}
+    cfg["ui"] = {"host": "127.0.0.1", "port": bed.free_port(), **cfg.get("ui", {})}
     cfg.setdefault("leaderElection", {"leaderElect": False})
     n = len(control_plane.processes)
     path = control_plane.workdir / f"{name}-{n}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     exe = Path(sys.executable).parent / "berth"
     argv = [str(exe), "serve", "--config", str(path), "--kubeconfig", str(kubeconfig or control_plane.admin_kubeconfig)]
-    proc = control_plane._spawn(f"{name}-{n}", argv)
+    proc = control_plane._spawn(f"{name}-{n}", argv, env)
     b = Berth(proc, http_port, grpc_port)
     if ready:
         wait_for(f"{name} /readyz", lambda: (proc.alive() and b.get("/readyz")[0] == 200) or _dead(proc), 60)

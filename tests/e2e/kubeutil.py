@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
+
 from tests.e2e.controlplane import bed
 
 
@@ -124,3 +126,32 @@ def service_account_token(
     req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
     out = kube.ok("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", req)
     return str(out["status"]["token"])
+
+
+class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """Adds ``authorization: Bearer <token>`` to every call of a channel."""
+
+    def __init__(self, token: str) -> None:
+        self.metadata = (("authorization", f"Bearer {token}"),)
+
+    def _with_token(self, details: Any) -> Any:
+        return details._replace(metadata=tuple(details.metadata or ()) + self.metadata)
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+
+def bearer_channel(channel: grpc.Channel, token: str) -> grpc.Channel:
+    """``channel`` whose calls carry a Kubernetes bearer token (Berth's gRPC
+    API in Kubernetes mode reads who calls from it)."""
+    return grpc.intercept_channel(channel, _Bearer(token))
+
+
+#: Every read of Berth's gRPC API a test may make, cluster-wide.
+READER_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list"]},
+    {"apiGroups": ["berth.dev"], "resources": ["queues"], "verbs": ["get", "list"]},
+]

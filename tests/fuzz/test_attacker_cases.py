@@ -38,7 +38,9 @@ class Probe:
         self, verb: str, body: Any, *, headers: dict[str, str] | None = None, method: str = "POST", path: str = ""
     ) -> tuple[int, Any]:
         data = body if isinstance(body, bytes) else mutate.dumps(body)
-        case = HttpCase(verb, method, path or f"/scheduler/{verb}", data, verb, headers or {}, plain_length=len(data))
+        # As kube-scheduler sends them (a verb refuses any other type with 415).
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        case = HttpCase(verb, method, path or f"/scheduler/{verb}", data, verb, headers, plain_length=len(data))
         return await self.send_http(case)
 
     async def send_http(self, case: HttpCase) -> tuple[int, Any]:

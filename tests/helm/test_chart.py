@@ -158,6 +158,13 @@ BERTH_EVERY_ROLE = perms(
     "apps/statefulsets:list,watch",
     "policy/poddisruptionbudgets:list,watch",
     "scheduling.x-k8s.io/podgroups:list,watch",
+    # The other gang dialects' PodGroups (docs/batch-on-kubernetes.md).
+    "scheduling.volcano.sh/podgroups:list,watch",
+    "scheduling.run.ai/podgroups:list,watch",
+    # The Workload API (GenericWorkload, docs/workload-api.md).
+    "scheduling.k8s.io/podgroups:list,watch",
+    "scheduling.k8s.io/workloads:list,watch",
+    "berth.dev/queues:get,list,watch",  # Queue objects (docs/queues.md)
     # The volume plugins' informers.
     "/persistentvolumes:list,watch",
     "/persistentvolumeclaims:list,watch",
@@ -172,6 +179,9 @@ BERTH_EVERY_ROLE = perms(
     "resource.k8s.io/resourceclaimtemplates:list,watch",
     "resource.k8s.io/devicetaintrules:list,watch",  # served from 1.37 (DRADeviceTaints)
     "/pods/binding:create",
+    # Who calls the gRPC API and the dashboard (berth.access: system:auth-delegator's rules).
+    "authentication.k8s.io/tokenreviews:create",
+    "authorization.k8s.io/subjectaccessreviews:create",
     "/events:create,patch",
     "events.k8s.io/events:create,patch",
 )
@@ -185,6 +195,14 @@ BERTH_SCHEDULER_ONLY = perms(
     # DynamicResources' PreBind, Unreserve, PostFilter: merge patches; get after a conflict.
     "resource.k8s.io/resourceclaims:get,patch",
     "resource.k8s.io/resourceclaims/status:patch",
+    # The leader writes the Queue objects' status.
+    "berth.dev/queues/status:patch,update",
+    # PodGroupInitiallyScheduled (the Workload API).
+    "scheduling.k8s.io/podgroups/status:patch",
+    # PodGroup phases (berth/scheduling/gang_status.py): scheduler-plugins' through
+    # /status, Volcano's on the object (its CRD has no status subresource).
+    "scheduling.x-k8s.io/podgroups/status:patch",
+    "scheduling.volcano.sh/podgroups:patch",
 )
 
 
@@ -226,9 +244,15 @@ def test_scheduler_role_renders_berth_only(render: Render) -> None:
         ("PodDisruptionBudget", FULLNAME),
         ("Pod", f"{FULLNAME}-test"),
         ("Secret", TOKEN_SECRET),
+        ("CustomResourceDefinition", "queues.berth.dev"),  # queues.crd.install
+        # The leader-only Services (gRPC, dashboard) and the Role to label the leader's Pod.
+        ("Service", f"{FULLNAME}-leader"),
+        ("Service", f"{FULLNAME}-ui"),
+        ("Role", f"{FULLNAME}-leader-label"),
+        ("RoleBinding", f"{FULLNAME}-leader-label"),
     }
     for doc in r.docs:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"):
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["metadata"]
 
 
@@ -244,6 +268,11 @@ def test_extender_role_adds_a_kube_scheduler_and_drops_the_lease(render: Render)
         ("PodDisruptionBudget", FULLNAME),
         ("Pod", f"{FULLNAME}-test"),
         ("Secret", TOKEN_SECRET),
+        ("CustomResourceDefinition", "queues.berth.dev"),  # queues.crd.install
+        ("Service", f"{FULLNAME}-leader"),
+        ("Service", f"{FULLNAME}-ui"),
+        # kube-scheduler calls the verbs over mTLS by default: a generated CA and certificate.
+        ("Secret", f"{FULLNAME}-tls"),
         ("ServiceAccount", KS_NAME),
         ("ConfigMap", KS_NAME),
         ("ClusterRoleBinding", KS_NAME),
@@ -263,7 +292,8 @@ def test_every_object_is_labelled_and_named_for_the_release(render: Render, scen
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["app.kubernetes.io/part-of"] == "berth"
-        assert doc["metadata"]["name"].startswith(FULLNAME), doc["metadata"]["name"]
+        if doc["kind"] != "CustomResourceDefinition":  # named <plural>.<group> by Kubernetes
+            assert doc["metadata"]["name"].startswith(FULLNAME), doc["metadata"]["name"]
         assert len(doc["metadata"]["name"]) <= 63
 
 
@@ -276,6 +306,10 @@ def test_rendered_berth_configuration_is_accepted_by_berth(render: Render, scena
     r = render(values)
     cfg = berth_config(r)  # berth.config.parse: what `berth serve --config` runs
     scheduler = role_of(values) == "scheduler"
+    if values == {"role": "extender"}:
+        # By default only kube-scheduler's client certificate opens the extender verbs.
+        assert cfg.http.tls is not None and cfg.http.tls.client_ca_file
+        assert not cfg.http.auth.allow_unauthenticated
     assert cfg.run_scheduling_loop is scheduler
     assert cfg.leader_election.leader_elect is scheduler
     assert cfg.leader_election.resource_namespace == NAMESPACE
@@ -287,6 +321,9 @@ def test_rendered_berth_configuration_is_accepted_by_berth(render: Render, scena
     assert [p.scheduler_name for p in cfg.profiles] == [name]
     assert cfg.extender.profile == name
     assert cfg.extender.url_prefix == "/scheduler"
+    # A second scheduler exposes no extender verb; the extender role needs them.
+    assert cfg.extender.enabled is not scheduler
+    assert not (scheduler and cfg.http.auth.allow_unauthenticated)
 
 
 def test_tuned_values_reach_the_configuration(render: Render) -> None:
@@ -313,7 +350,12 @@ def test_values_config_accepts_exactly_berths_own_fields() -> None:
     its real (msgspec-encoded) name; a field added to or renamed in
     berth/config.py must be reflected in values.schema.json."""
     schema = json.loads((CHART / "values.schema.json").read_text())
-    chart_owned = {"apiVersion", "kind", "profiles", "runSchedulingLoop", "http", "grpc", "extender", "leaderElection"}
+    chart_owned = {
+        *("apiVersion", "kind", "profiles", "runSchedulingLoop"),
+        *("http", "grpc", "ui", "extender", "leaderElection"),
+        # Standalone Berth's store: in Kubernetes mode the API server is the only store.
+        "state",
+    }
     fields = {f.encode_name for f in msgspec.structs.fields(config.BerthConfiguration)}
     assert set(schema["properties"]["config"]["properties"]) == fields - chart_owned
 
@@ -416,13 +458,14 @@ def test_replicas_spread_and_disruption_budget(render: Render) -> None:
     assert not render({"podDisruptionBudget": {"enabled": False}}).all("PodDisruptionBudget")
 
 
-def test_resources_have_requests_and_limits(render: Render) -> None:
+def test_resources_have_requests_and_a_memory_limit_but_no_cpu_limit(render: Render) -> None:
+    # kube-scheduler's static manifests request CPU and set no CPU limit (CFS throttling).
     for scenario in ("scheduler", "extender"):
         r = render(SCENARIOS[scenario])
         for dep in r.all("Deployment"):
             for c in pod_spec(dep)["containers"]:
                 assert {"cpu", "memory"} <= set(c["resources"]["requests"]), dep["metadata"]["name"]
-                assert {"cpu", "memory"} <= set(c["resources"]["limits"]), dep["metadata"]["name"]
+                assert set(c["resources"]["limits"]) == {"memory"}, dep["metadata"]["name"]
 
 
 def _user_of_the_image() -> int:
@@ -571,7 +614,10 @@ def test_kube_scheduler_profile_calls_the_berth_service(render: Render, scenario
     [ext] = ksc["extenders"]
     url = urlsplit(ext["urlPrefix"])
     svc = r.one("Service", FULLNAME)
-    tls = bool(values.get("tls", {}).get("enabled"))
+    # The extender role's default: kube-scheduler calls Berth over mTLS.
+    tls_values = values.get("tls", {})
+    tls = bool(tls_values.get("enabled", True))
+    mtls = tls and bool(tls_values.get("clientAuth", "enabled" not in tls_values))
     assert url.scheme == ("https" if tls else "http")
     assert url.hostname == f"{svc['metadata']['name']}.{NAMESPACE}.svc"
     [http_port] = [p["port"] for p in svc["spec"]["ports"] if p["name"] == "http"]
@@ -607,7 +653,7 @@ def test_kube_scheduler_profile_calls_the_berth_service(render: Render, scenario
         tls_dir = mounts["berth-tls"]
         assert volumes["berth-tls"]["secret"]["secretName"] == f"{FULLNAME}-tls"
         want = {"caFile": f"{tls_dir}/ca.crt"}
-        if values["tls"].get("clientAuth"):
+        if mtls:
             want |= {"certFile": f"{tls_dir}/tls.crt", "keyFile": f"{tls_dir}/tls.key"}
         assert ext["tlsConfig"] == want
     else:
@@ -756,10 +802,13 @@ def test_notes_tell_each_role_how_pods_opt_in(render: Render, tmp_path: Path) ->
     sched = _notes(render, tmp_path, {})
     assert "schedulerName: berth" in sched
     assert f"get lease {FULLNAME}" in sched
-    assert f"{FULLNAME}.{NAMESPACE}.svc:50051" in sched
+    # The batch API: the leader-only Service, a Kubernetes token, the caller's RBAC.
+    assert f"port-forward service/{FULLNAME}-leader 50051" in sched
+    assert "create token" in sched and "berth submit -f pods.yaml" in sched
+    assert "with the caller's own token" in sched
     ext = _notes(render, tmp_path, SCENARIOS["tuned"])
     assert "schedulerName: gpu-aware" in ext
-    assert f"http://{FULLNAME}.{NAMESPACE}.svc:9443/scheduler" in ext
+    assert f"https://{FULLNAME}.{NAMESPACE}.svc:9443/scheduler" in ext  # mTLS by default
     assert "example.com/gpu" in ext
     assert "runSchedulingLoop: false" in ext
     mtls = _notes(render, tmp_path, SCENARIOS["extender-mtls"])
@@ -786,7 +835,7 @@ def test_notes_tell_each_role_how_pods_opt_in(render: Render, tmp_path: Path) ->
         ({"podAntiAffinity": "always"}, "podAntiAffinity: podAntiAffinity must be one of the following"),
         ({"image": {"digest": "latest"}}, "image.digest: Does not match pattern"),
         ({"kubeScheduler": {"replicas": 0}}, "kubeScheduler.replicas: Must be greater than or equal to 1"),
-        ({"tls": {"enabled": "yes"}}, "tls.enabled: Invalid type. Expected: boolean"),
+        ({"tls": {"enabled": "yes"}}, "tls.enabled: Invalid type. Expected: [boolean,null]"),
         # Rules across values, checked by the templates.
         ({"tls": {"clientAuth": True}}, "tls.clientAuth: true needs tls.enabled: true"),
         ({"tls": {"certManager": {"enabled": True}}}, "tls.certManager.enabled: true needs tls.enabled: true"),
@@ -1180,10 +1229,16 @@ def _berth_config_file(r: Rendered, name: str, path: Path) -> tuple[Path, int]:
     http_port = free_port()
     doc["http"] |= {"host": "127.0.0.1", "port": http_port}
     doc["grpc"] |= {"host": "127.0.0.1", "port": free_port()}
+    doc["ui"] = doc.get("ui", {}) | {"host": "127.0.0.1", "port": free_port()}
     if "tokenFile" in doc["grpc"].get("auth", {}):  # the mounted Secret, on this machine
         token = path.with_name("grpc-token")
         token.write_bytes(base64.b64decode(r.one("Secret", f"{name}-grpc-token")["data"]["token"]))
         doc["grpc"]["auth"]["tokenFile"] = str(token)
+    if "tls" in doc["http"]:  # the chart's generated TLS Secret, on this machine
+        tls_dir = _tls_files(r, name, path.with_name("tls"))
+        for server in ("http", "grpc", "ui"):
+            for key, file in doc.get(server, {}).get("tls", {}).items():
+                doc[server]["tls"][key] = str(tls_dir / Path(file).name)
     config.parse(doc)
     path.write_text(yaml.safe_dump(doc))
     return path, http_port
@@ -1210,8 +1265,18 @@ def _berth_binary() -> str:
     return str(berth)
 
 
-def _ready(port: int, scheme: str = "http", path: str = "/readyz") -> bool:
+def _tls_files(r: Rendered, name: str, directory: Path) -> Path:
+    """tls.crt, tls.key and ca.crt of the chart's generated Secret, in directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, value in r.one("Secret", f"{name}-tls")["data"].items():
+        (directory / key).write_bytes(base64.b64decode(value))
+    return directory
+
+
+def _ready(port: int, scheme: str = "http", path: str = "/readyz", client: Path | None = None) -> bool:
     ctx = ssl._create_unverified_context() if scheme == "https" else None
+    if ctx is not None and client is not None:  # mTLS: present the chart's client certificate
+        ctx.load_cert_chain(client / "tls.crt", client / "tls.key")
     try:
         with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}{path}", timeout=2, context=ctx) as resp:
             return bool(resp.status == 200)
@@ -1300,7 +1365,12 @@ def test_kube_scheduler_extended_by_berth_under_the_charts_rbac(
         # The chart's configuration; only where things are differs (loopback, no in-cluster config).
         ext = ksc["extenders"][0]
         url = urlsplit(ext["urlPrefix"])
-        ext["urlPrefix"] = f"http://127.0.0.1:{http_port}{url.path}"
+        # By default the extender role's kube-scheduler calls Berth over mTLS
+        # with the chart's generated certificate (it names 127.0.0.1 too).
+        assert url.scheme == "https" and set(ext["tlsConfig"]) == {"caFile", "certFile", "keyFile"}
+        tls_dir = tmp_path / "tls"
+        ext["tlsConfig"] = {k: str(tls_dir / Path(v).name) for k, v in ext["tlsConfig"].items()}
+        ext["urlPrefix"] = f"https://127.0.0.1:{http_port}{url.path}"
         ksc["clientConnection"] = {"kubeconfig": str(ks_kc)}
         (tmp_path / "ks.yaml").write_text(yaml.safe_dump(ksc))
         ks_port = free_port()
@@ -1317,7 +1387,8 @@ def test_kube_scheduler_extended_by_berth_under_the_charts_rbac(
         ]
         with _process(berth, berth_log) as berth_proc, _process(ks, ks_log) as ks_proc:
             procs = [(berth_proc, berth_log), (ks_proc, ks_log)]
-            _wait("Berth to be ready", lambda: _ready(http_port), procs)
+            _wait("Berth to be ready", lambda: _ready(http_port, "https", client=tls_dir), procs)
+            assert not _ready(http_port, "https")  # no client certificate, no extender port
             _wait("kube-scheduler to be healthy", lambda: _ready(ks_port, "https", "/healthz"), procs)
             _pod(kube, ns, "via-extender", ksc["profiles"][0]["schedulerName"])
             _wait("the pod to be bound", lambda: _pod_node(kube, ns, "via-extender") == node, procs)

@@ -18,6 +18,8 @@ from tests.http.payloads import api_pod, args, dumps
 from tests.http.test_extender_wire import make_berth
 
 LIMIT = 64 * 1024
+#: What kube-scheduler sends (the verbs refuse any other type with 415).
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -76,7 +78,7 @@ async def test_the_body_limit_is_exact(client: TestClient[Any, Any], size: int, 
         for i in range(0, len(data), 1000):
             yield data[i : i + 1000]
 
-    resp = await client.post("/scheduler/filter", data=stream() if chunked else data)
+    resp = await client.post("/scheduler/filter", data=stream() if chunked else data, headers=JSON)
     assert resp.status == status, await resp.text()
     assert resp.content_type == "application/json"
     if status == 413:

@@ -34,7 +34,12 @@ def client_context(ca: CA, cert: Any = None) -> ssl.SSLContext:
 async def call(port: int, ctx: ssl.SSLContext) -> int:
     async with (
         aiohttp.ClientSession() as s,
-        s.post(f"https://127.0.0.1:{port}/scheduler/filter", data=dumps(args(api_pod(), names=[])), ssl=ctx) as r,
+        s.post(
+            f"https://127.0.0.1:{port}/scheduler/filter",
+            data=dumps(args(api_pod(), names=[])),
+            headers={"Content-Type": "application/json"},
+            ssl=ctx,
+        ) as r,
     ):
         return r.status
 

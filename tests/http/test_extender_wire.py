@@ -249,7 +249,9 @@ async def test_unknown_fields_are_ignored_as_go_does(client: Any) -> None:
 async def test_url_prefix_is_configurable() -> None:
     berth = make_berth({"extender": {"urlPrefix": "/berth/v1"}})
     async with TestClient(TestServer(build_app(berth.core, berth.extender))) as c:
-        resp = await c.post("/berth/v1/filter", data=dumps(args(api_pod(), names=["big"])))
+        resp = await c.post(
+            "/berth/v1/filter", data=dumps(args(api_pod(), names=["big"])), headers={"Content-Type": "application/json"}
+        )
         assert resp.status == 200
         assert (await c.post("/scheduler/filter", data=b"{}")).status == 404
 

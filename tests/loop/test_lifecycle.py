@@ -307,7 +307,10 @@ async def test_a_binding_that_fails_every_try_fails_with_the_last_error() -> Non
         berth.pods(berth_pod("p", requests={"cpu": "1"}))
         await asyncio.sleep(0.5)
         assert tries == 4
-        assert failed(berth, "default/p") == ["binding default/p to n0: HTTP 500: try 4"]
+        # Named as framework.go (v1.37.2) RunBindPlugins wraps it.
+        assert failed(berth, "default/p") == [
+            'running Bind plugin "DefaultBinder": binding default/p to n0: HTTP 500: try 4'
+        ]
 
 
 # ---------------------------------------------------------------- flushed, then scheduled

@@ -27,6 +27,7 @@ from berth import features
 from berth.cache.infos import PodInfo
 from berth.cluster import model
 from berth.framework import interface as fw
+from berth.framework.plugin_errors import PluginError
 from berth.plugins.helpers import default_normalize_score
 from berth.plugins.image_locality import ImageLocality
 from berth.plugins.noderesources import (
@@ -249,7 +250,8 @@ def test_run_score_drops_its_scratch_when_a_plugin_fails() -> None:
     pi = PodInfo.of(PODS["plain"])
     rows = nodes.alive_rows()
     fwk.run_pre_score(state, pi, nodes, rows)
-    with pytest.raises(IndexError):  # rows naming no row of the table: a gather fails mid-call
+    # Rows naming no row of the table: a gather fails mid-call, reported with the plugin's name.
+    with pytest.raises(PluginError, match=r'plugin "NodeResourcesFit" failed with: IndexError'):
         fwk.run_score(state, pi, nodes, np.asarray([10**6], dtype=np.int64))
     assert state.get(fw.SCORE_SCRATCH) is None
 

@@ -319,7 +319,9 @@ def test_a_plugin_scoring_out_of_range_is_a_bug_not_a_client_error() -> None:
     fwk = cluster.berth.core.framework_for("")
     snap = cluster.snapshot
     with pytest.raises(
-        RuntimeError, match=r"plugin BrokenScoreForTest returned scores outside \[0, 100\]: 101\.\.101"
+        RuntimeError,
+        match=r'plugin "BrokenScoreForTest" returns an invalid score 101, it should in the range of \[0, 100\] '
+        r"after normalizing \(scores 101\.\.101\)",
     ) as e:
         fwk.run_score(fw.CycleState(), PodInfo.of(make_pod()), snap, snap.alive_rows())
     assert not isinstance(e.value, ValueError)

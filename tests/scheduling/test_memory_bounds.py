@@ -1,4 +1,4 @@
-"""Every history the server keeps is bounded in bytes (README "Memory
+"""Every history the server keeps is bounded in bytes (docs/architecture.md "Memory
 bounds"): insert past the bound, the oldest goes, the estimate stays under
 it; and the model shares the strings that repeat from pod to pod."""
 

@@ -84,7 +84,8 @@ async def test_a_saturated_extender_port_does_not_block_a_grpc_explain(monkeypat
         async with aiohttp.ClientSession() as session:
 
             async def bind() -> int:
-                async with session.post(f"http://127.0.0.1:{port}/scheduler/bind", data=body) as resp:
+                url = f"http://127.0.0.1:{port}/scheduler/bind"
+                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
                     return resp.status
 
             posts = [asyncio.create_task(bind()) for _ in range(extender_width + 2)]

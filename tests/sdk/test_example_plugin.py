@@ -73,6 +73,7 @@ def serve_argv(config_file: Path, cluster_file: Path | None = None) -> tuple[lis
     """``berth serve`` on free loopback ports below the ephemeral range."""
     http, grpc = free_port(), free_port()
     argv = [str(BERTH), "serve", "--config", str(config_file), "--http-port", str(http), "--grpc-port", str(grpc)]
+    argv += ["--ui-port", str(free_port())]
     if cluster_file is not None:
         argv += ["--cluster", str(cluster_file)]
     return argv, http, grpc

@@ -102,7 +102,9 @@ async def http_worker(soak: Soak, port: int, names: list[str], stop: asyncio.Eve
             pod = api_pod(f"soak-http-{n}-{k % 50}", cpu=("100m", "500m", "2")[k % 3], memory="256Mi")
             body = json.dumps({"Pod": pod, "NodeNames": names[(k % 5) * 10 :] + names[: (k % 5) * 10]})
             began = time.monotonic()
-            async with session.post(f"http://127.0.0.1:{port}/scheduler/{verb}", data=body) as resp:
+            async with session.post(
+                f"http://127.0.0.1:{port}/scheduler/{verb}", data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
                 text = await resp.read()
                 soak.done(verb, began, resp.status == 200, f"{resp.status} {text[:200]!r}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -84,19 +85,52 @@ def page_errors() -> list[str]:
     return []
 
 
+#: Reported to the console by the page itself (an init script, which the
+#: policy does not govern) for every ``securitypolicyviolation`` event.
+_CSP_REPORTER = """
+document.addEventListener("securitypolicyviolation", (e) =>
+  console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"}`));
+"""
+
+
 @pytest.fixture
 def page(browser: Browser, page_errors: list[str]) -> Iterator[Page]:
-    """A page in a fresh browser context (no cache, no storage), 1400x1000."""
+    """A page in a fresh browser context (no cache, no storage), 1400x1000.
+    Any Content-Security-Policy violation fails the test, whatever it
+    expected otherwise (those are kept apart from ``page_errors``)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(_CSP_REPORTER)
     pg = context.new_page()
+    csp: list[str] = []
+
+    def console(m: Any) -> None:
+        if "Content Security Policy" in m.text or m.text.startswith("CSP violation"):
+            csp.append(m.text)
+        elif m.type == "error":
+            page_errors.append(m.text)
+
     pg.on("pageerror", lambda e: page_errors.append(str(e)))
-    pg.on("console", lambda m: page_errors.append(m.text) if m.type == "error" else None)
+    pg.on("console", console)
     pg.set_default_timeout(15_000)
     try:
         yield pg
     finally:
         context.close()
+    assert not csp, csp
     assert not page_errors, page_errors
+
+
+def wait_for(page: Page, expression: str, arg: Any = None, *, timeout: float = 15.0) -> None:
+    """Until ``expression`` (or the function, called with ``arg``) is truthy
+    in the page. Playwright's ``wait_for_function`` compiles its predicate
+    with ``eval`` in the page, which the dashboard's policy (script-src
+    'self', no 'unsafe-eval') refuses; ``evaluate`` goes through the
+    DevTools protocol, which no page policy governs."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout:g}s: {expression}")
+        time.sleep(0.05)
 
 
 def shot(page: Page, path: Path, **kw: Any) -> Path:

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from berth.adapters.http import server, ui
+from berth.adapters.http import dashboard, server, ui
 from berth.cluster import model
 from berth.quota.tree import LABEL_QUEUE
 from berth.testing import make_node, make_pod
@@ -38,6 +38,7 @@ async def berth() -> AsyncIterator[Berth]:
     over its 3-cpu max; no node fits "huge"."""
     cfg = make_config(
         http={"host": "127.0.0.1", "port": 0},
+        ui={"host": "127.0.0.1", "port": 0},
         queues=[{"name": "q", "guaranteed": {"cpu": "2"}, "max": {"cpu": "3"}}],
     )
     async with running(cfg) as b:
@@ -56,7 +57,7 @@ async def berth() -> AsyncIterator[Berth]:
 
 @pytest.fixture
 async def client(berth: Berth) -> AsyncIterator[Client]:
-    async with TestClient(TestServer(server.build_app(berth.core, berth.app.extender))) as c:
+    async with TestClient(TestServer(dashboard.build_app(berth.core))) as c:
         yield c
 
 
@@ -284,7 +285,7 @@ async def test_an_idle_stream_sends_a_heartbeat_comment(
 
 
 async def test_stopping_the_server_ends_open_streams_at_once_not_at_the_grace_periods_end(berth: Berth) -> None:
-    runner, port = await server.start(berth.core, berth.app.extender, None)
+    runner, port = await server.start_dashboard(berth.core, None)
     loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession() as session:
         resp = await session.get(f"http://127.0.0.1:{port}/ui/api/decisions?replay=0")
@@ -327,6 +328,7 @@ async def crowd() -> AsyncIterator[Berth]:
     scheduling gate) and ml/trio (minMember 3, two members: gated)."""
     cfg = make_config(
         http={"host": "127.0.0.1", "port": 0},
+        ui={"host": "127.0.0.1", "port": 0},
         queues=[{"name": "tight", "max": {"cpu": "1"}}, {"name": "default"}],
     )
     async with running(cfg) as b:
@@ -344,7 +346,7 @@ async def crowd() -> AsyncIterator[Berth]:
 
 @pytest.fixture
 async def crowd_client(crowd: Berth) -> AsyncIterator[Client]:
-    async with TestClient(TestServer(server.build_app(crowd.core, crowd.app.extender))) as c:
+    async with TestClient(TestServer(dashboard.build_app(crowd.core))) as c:
         yield c
 
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import ROOT, demo_berth_serve
+from tests.support import ROOT, demo_berth_serve, free_port
 from tests.ui.clusters import write_cluster
-from tests.ui.conftest import shot
+from tests.ui.conftest import shot, wait_for
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -76,8 +76,8 @@ def submit(grpc_port: int, manifest: Path) -> None:
 
 
 class Server:
-    def __init__(self, http: int, grpc_port: int, tmp: Path) -> None:
-        self.url = f"http://127.0.0.1:{http}/ui/"
+    def __init__(self, ui: int, grpc_port: int, tmp: Path) -> None:
+        self.url = f"http://127.0.0.1:{ui}/ui/"
         self.grpc_port = grpc_port
         self.tmp = tmp
         self.submitted = False
@@ -95,8 +95,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("ui")
     cfg = tmp / "berth.yaml"
     cfg.write_text((ROOT / "examples/berth.yaml").read_text() + QUEUES)
-    with demo_berth_serve("--config", str(cfg)) as (_, http, grpc_port, _output):
-        yield Server(http, grpc_port, tmp)
+    ui = free_port()  # the dashboard's own listener
+    with demo_berth_serve("--config", str(cfg), "--ui-port", str(ui)) as (_, _http, grpc_port, _output):
+        yield Server(ui, grpc_port, tmp)
 
 
 def ready(page: Page, url: str, nodes: int) -> None:
@@ -146,7 +147,8 @@ def test_submitted_pods_show_up_pending_with_why_and_in_the_live_decisions(
     page.wait_for_selector('#decisions li[data-pod="vision/train-0"][data-kind="Bound"]')
     page.wait_for_selector('#decisions li[data-pod="default/huge"][data-kind="Unschedulable"]')
     # The pending list follows (once the loop has placed what fits), each pod with its why.
-    page.wait_for_function(
+    wait_for(
+        page,
         """(want) => {
             const rows = [...document.querySelectorAll('#pods tbody tr[data-pod]')];
             return JSON.stringify(rows.map((r) => r.dataset.pod)) === JSON.stringify(want)
@@ -160,8 +162,9 @@ def test_submitted_pods_show_up_pending_with_why_and_in_the_live_decisions(
     assert "0/50 nodes are available" in pending["default/huge"]
     assert "waiting for scheduling gates" in pending["default/later"]
     # Queues and nodes moved with them.
-    page.wait_for_function(
-        "document.querySelector('#queues tr[data-queue=\"research-vision\"] td.used').textContent.includes('cpu 24')"
+    wait_for(
+        page,
+        "document.querySelector('#queues tr[data-queue=\"research-vision\"] td.used').textContent.includes('cpu 24')",
     )
     assert "2" in page.locator('#queues tr[data-queue="research-nlp"] td.pending').inner_text()
     assert page.locator('#totals [data-resource="cpu"]').inner_text() != cpu_before
@@ -170,13 +173,13 @@ def test_submitted_pods_show_up_pending_with_why_and_in_the_live_decisions(
 
     # Filters: by text, by namespace, by phase.
     page.fill("#f-text", "bert")
-    page.wait_for_function("document.querySelectorAll('#pods tbody tr[data-pod]').length === 2")
+    wait_for(page, "document.querySelectorAll('#pods tbody tr[data-pod]').length === 2")
     page.fill("#f-text", "")
     page.select_option("#f-namespace", "default")
-    page.wait_for_function("document.querySelectorAll('#pods tbody tr[data-pod]').length === 2")
+    wait_for(page, "document.querySelectorAll('#pods tbody tr[data-pod]').length === 2")
     page.select_option("#f-namespace", "")
     page.select_option("#f-phase", "Bound")
-    page.wait_for_function("document.querySelectorAll('#pods tbody tr[data-phase=\"Bound\"]').length === 8")
+    wait_for(page, "document.querySelectorAll('#pods tbody tr[data-phase=\"Bound\"]').length === 8")
     shot(page, tmp_path / "bound.png")
 
 
@@ -204,9 +207,9 @@ def test_a_pods_page_gives_the_full_why_and_every_nodes_plugin_scores(
     assert 0 < feasible < 50
     shot(page, tmp_path / "pod.png")
     page.click('#explain-show button[data-show="feasible"]')
-    page.wait_for_function(f"document.querySelectorAll('#explain tbody tr[data-node]').length === {feasible}")
+    wait_for(page, f"document.querySelectorAll('#explain tbody tr[data-node]').length === {feasible}")
     page.click('#explain-show button[data-show="infeasible"]')
-    page.wait_for_function(f"document.querySelectorAll('#explain tbody tr[data-node]').length === {50 - feasible}")
+    wait_for(page, f"document.querySelectorAll('#explain tbody tr[data-node]').length === {50 - feasible}")
     assert "Insufficient cpu" in page.locator("#explain tbody").inner_text()
     # Back to the overview.
     page.click("text=← overview")
@@ -225,8 +228,9 @@ def test_stopping_berth_ends_the_event_stream_of_an_open_page_at_once(
 ) -> None:
     """SIGTERM while a browser holds /ui/api/decisions open: Berth stops well
     within its 10 s grace period, cleanly (the context manager checks status 0)."""
-    with demo_berth_serve() as (proc, http, _, _output):
-        ready(page, f"http://127.0.0.1:{http}/ui/", 50)
+    ui = free_port()
+    with demo_berth_serve("--ui-port", str(ui)) as (proc, _, _, _output):
+        ready(page, f"http://127.0.0.1:{ui}/ui/", 50)
         page.wait_for_selector("#live.on")
         start = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -241,8 +245,9 @@ def test_a_5000_node_cluster_is_drawn_in_under_3_seconds(
     tmp_path: Path, page: Page, record_property: Callable[[str, object], None]
 ) -> None:
     cluster = write_cluster(tmp_path / "cluster-5000.json", 5000)
-    with demo_berth_serve("--cluster", str(cluster), ready_timeout=120) as (_, http, grpc_port, _output):
-        url = f"http://127.0.0.1:{http}/ui/"
+    ui = free_port()
+    with demo_berth_serve("--cluster", str(cluster), "--ui-port", str(ui), ready_timeout=120) as (_, _, grpc_port, _):
+        url = f"http://127.0.0.1:{ui}/ui/"
         start = time.monotonic()  # a first visit: nothing cached, nothing warmed
         page.goto(url)
         page.wait_for_selector('html[data-nodes-drawn="5000"]')
@@ -268,9 +273,9 @@ def test_a_5000_node_cluster_is_drawn_in_under_3_seconds(
         submit(grpc_port, manifest)
         page.goto(url + "#/pod/default/too-big")
         page.wait_for_selector('html[data-pod-ready="default/too-big"]')
-        page.wait_for_function("document.querySelector('#explain-count').textContent.includes('of 5000')")
+        wait_for(page, "document.querySelector('#explain-count').textContent.includes('of 5000')")
         assert page.locator("#explain tbody tr[data-node]").count() == 50
         assert "1\u201350 of 5000" in page.locator("#explain-pager").inner_text()
         page.click("#explain-pager button.next")
-        page.wait_for_function("document.querySelector('#explain-pager span').textContent.startsWith('51\\u2013100')")
+        wait_for(page, "document.querySelector('#explain-pager span').textContent.startsWith('51\\u2013100')")
         shot(page, tmp_path / "5000-nodes-pod.png")

@@ -24,9 +24,9 @@ import pytest
 from berth.adapters.grpc import convert
 from berth.api.v1 import scheduler_pb2, scheduler_pb2_grpc
 from berth.testing import make_pod
-from tests.support import ROOT, demo_berth_serve
+from tests.support import ROOT, demo_berth_serve, free_port
 from tests.ui.clusters import PENDING, SMALL_QUEUE, write_demo_with_pending
-from tests.ui.conftest import shot
+from tests.ui.conftest import shot, wait_for
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page, Route
@@ -36,8 +36,8 @@ HEAVY_REASON = "46 Insufficient cpu."
 
 
 class Server:
-    def __init__(self, http: int, grpc_port: int) -> None:
-        self.base = f"http://127.0.0.1:{http}"
+    def __init__(self, ui: int, grpc_port: int) -> None:
+        self.base = f"http://127.0.0.1:{ui}"
         self.url = f"{self.base}/ui/"
         self.grpc_port = grpc_port
 
@@ -52,8 +52,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     cfg = tmp / "berth.yaml"
     cfg.write_text((ROOT / "examples/berth.yaml").read_text() + SMALL_QUEUE)
     cluster = write_demo_with_pending(tmp / "cluster.json")
-    with demo_berth_serve("--config", str(cfg), "--cluster", str(cluster), ready_timeout=60) as (_, http, grpc, _out):
-        s = Server(http, grpc)
+    ui = free_port()  # the dashboard's own listener
+    extra = ("--config", str(cfg), "--cluster", str(cluster), "--ui-port", str(ui))
+    with demo_berth_serve(*extra, ready_timeout=60) as (_, _http, grpc, _out):
+        s = Server(ui, grpc)
         deadline = time.monotonic() + 60
         # Every pending pod attempted (its reason known) before the tests look.
         settled = {"Gated": PENDING["gated"] + PENDING["train"], "Rejected": PENDING["small"]}
@@ -79,7 +81,8 @@ def group_row(page: Page, text: str) -> Any:
 
 def wait_rows(page: Page, first: list[str]) -> None:
     """Until the pod rows on show begin with ``first``."""
-    page.wait_for_function(
+    wait_for(
+        page,
         """(want) => {
             const got = [...document.querySelectorAll('#pods tbody tr[data-pod]')].map((r) => r.dataset.pod);
             return JSON.stringify(got.slice(0, want.length)) === JSON.stringify(want);
@@ -119,7 +122,7 @@ def test_pending_pods_are_grouped_by_reason_with_counts_and_a_group_opens_a_page
     group_row(page, "waiting for scheduling gates").locator("button.toggle").click()
     page.wait_for_selector('#pods tr[data-pod="gated/later-0"]')
     heavy.locator("button.toggle").click()
-    page.wait_for_function("!document.querySelector('#pods tr[data-pod=\"heavy/heavy-25\"]')")
+    wait_for(page, "!document.querySelector('#pods tr[data-pod=\"heavy/heavy-25\"]')")
     assert page.locator('#pods tr[data-pod^="gated/"]').count() == 25
 
 
@@ -169,9 +172,7 @@ def test_pending_pods_group_by_queue_and_by_gang(server: Server, page: Page, by:
     assert got == want
     # Filters apply before grouping: only the namespace ml's gangs.
     page.select_option("#f-namespace", "ml")
-    page.wait_for_function(
-        f"document.querySelector('#pods-count').textContent === '{PENDING['train'] + PENDING['shard']}'"
-    )
+    wait_for(page, f"document.querySelector('#pods-count').textContent === '{PENDING['train'] + PENDING['shard']}'")
 
 
 def test_the_gangs_view_shows_members_present_of_minimum_and_where_they_wait(
@@ -194,10 +195,10 @@ def test_the_gangs_view_shows_members_present_of_minimum_and_where_they_wait(
     # Sorted by name the other way; filtered by name.
     page.locator('#gangs th[data-sort="name"] button').click()
     page.wait_for_selector('#gangs th[data-sort="name"][aria-sort="descending"]')
-    page.wait_for_function("document.querySelector('#gangs tbody tr[data-gang]').dataset.gang === 'ml/train'")
+    wait_for(page, "document.querySelector('#gangs tbody tr[data-gang]').dataset.gang === 'ml/train'")
     assert texts(page, "#gangs tbody tr[data-gang]", "data-gang")[1:3] == ["ml/shard-6", "ml/shard-5"]
     page.fill("#g-text", "train")
-    page.wait_for_function("document.querySelectorAll('#gangs tbody tr[data-gang]').length === 1")
+    wait_for(page, "document.querySelectorAll('#gangs tbody tr[data-gang]').length === 1")
 
 
 def test_a_tile_names_its_node_on_hover_and_the_node_list_finds_nodes_by_name(
@@ -211,7 +212,7 @@ def test_a_tile_names_its_node_on_hover_and_the_node_list_finds_nodes_by_name(
     for k in (0, 17, 49):  # by name, in natural order: the k-th tile is node-k
         x, y = box["x"] + (k % cols) * pitch + cell / 2, box["y"] + (k // cols) * pitch + cell / 2
         page.mouse.move(x, y)
-        page.wait_for_function(f"document.querySelector('#tip b')?.textContent === 'node-{k:02d}'")
+        wait_for(page, f"document.querySelector('#tip b')?.textContent === 'node-{k:02d}'")
     # The list under the map: a search keeps the matching nodes (natural order) and their tiles lit.
     assert texts(page, "#node-list li", "data-node")[:3] == ["node-00", "node-01", "node-02"]
     page.fill("#node-search", "NODE-4")  # case aside

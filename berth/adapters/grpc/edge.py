@@ -42,7 +42,7 @@ import grpc
 from berth import access, errors
 from berth.adapters.grpc import security
 
-__all__ = ["CODES", "EdgeInterceptor", "status_of"]
+__all__ = ["CODES", "EdgeInterceptor", "WrappingInterceptor", "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.OutOfRange, grpc.StatusCode.OUT_OF_RANGE),
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
@@ -139,20 +140,19 @@ class _Stopping(Exception):
     """A stream ended because the server is stopping."""
 
 
-class EdgeInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps each unary-request handler in decode -> authenticate -> run -> map."""
+class WrappingInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps the handler of each method it :meth:`wants` once, and keeps the
+    wrapped one (grpc looks handlers up per call; unknown methods get None
+    and are not kept)."""
 
-    def __init__(self, authenticator: security.Authenticator) -> None:
-        self.auth = authenticator
-        #: One wrapped handler per registered method (grpc looks handlers up
-        #: per call; unknown methods get None and are not kept).
+    def __init__(self) -> None:
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
-        self._stopping = asyncio.Event()
 
-    def end_streams(self) -> None:
-        """End every server-streaming call, now and from now on, with
-        ``UNAVAILABLE`` (the server is stopping)."""
-        self._stopping.set()
+    def wants(self, method: str, handler: grpc.RpcMethodHandler) -> bool:
+        return not handler.request_streaming
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
 
     async def intercept_service(
         self,
@@ -164,10 +164,24 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         if wrapped is not None:
             return wrapped
         handler = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming:
+        if handler is None or not self.wants(method, handler):
             return handler
         wrapped = self._wrapped[method] = self._wrap(method, handler)
         return wrapped
+
+
+class EdgeInterceptor(WrappingInterceptor):
+    """Wraps each unary-request handler in decode -> authenticate -> run -> map."""
+
+    def __init__(self, authenticator: security.Authenticator) -> None:
+        super().__init__()
+        self.auth = authenticator
+        self._stopping = asyncio.Event()
+
+    def end_streams(self) -> None:
+        """End every server-streaming call, now and from now on, with
+        ``UNAVAILABLE`` (the server is stopping)."""
+        self._stopping.set()
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         decode = _decoder(handler.request_deserializer)

@@ -30,14 +30,14 @@ naming the field and the file.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import ssl
-from pathlib import Path
 
 import grpc
 
 from berth import access, errors
+from berth.adapters import rotation
+from berth.adapters.credentials import is_loopback, read_file
 from berth.config import ConfigError, GrpcConfig, TLSConfig
 from berth.scheduling.core import Core
 
@@ -46,8 +46,10 @@ __all__ = [
     "LEADER_ONLY_METHODS",
     "MUTATING_METHODS",
     "Authenticator",
+    "TokenFile",
     "is_loopback",
     "read_file",
+    "reloading_server_credentials",
     "server_credentials",
     "validate",
 ]
@@ -89,26 +91,6 @@ MUTATING_METHODS = frozenset(
 _BEARER = "bearer "
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost``, 127.0.0.0/8 and ::1; all-interfaces ("",
-    0.0.0.0, ::) and every other name or address are not loopback."""
-    host = host.strip().removeprefix("[").removesuffix("]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def read_file(field: str, path: str) -> bytes:
-    """The bytes of ``path``, or ConfigError ``field: cannot read path: why``."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{field}: cannot read {path}: {e.strerror or e}") from None
-
-
 def _token(cfg: GrpcConfig) -> bytes | None:
     if cfg.auth.token_file is None:
         return None
@@ -144,6 +126,53 @@ def server_credentials(tls: TLSConfig) -> grpc.ServerCredentials:
     ca = read_file("grpc.tls.clientCAFile", tls.client_ca_file) if tls.client_ca_file else None
     _check_pem(tls)
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+def reloading_server_credentials(tls: TLSConfig) -> grpc.ServerCredentials:
+    """As :func:`server_credentials`, re-read when the certificate, key or
+    CA files change (at most once a second, checked as clients connect):
+    ``grpc.dynamic_ssl_server_credentials`` asks the fetcher before each
+    handshake, and a changed, loadable set of files is used from the next
+    connection on (:mod:`berth.adapters.rotation`). Unreadable or
+    mismatched files at start raise ConfigError as :func:`server_credentials`."""
+    paths = [tls.cert_file, tls.key_file, *([tls.client_ca_file] if tls.client_ca_file else [])]
+
+    def load() -> grpc.ServerCertificateConfiguration:
+        key = read_file("grpc.tls.keyFile", tls.key_file)
+        cert = read_file("grpc.tls.certFile", tls.cert_file)
+        ca = read_file("grpc.tls.clientCAFile", tls.client_ca_file) if tls.client_ca_file else None
+        _check_pem(tls)
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    watched = rotation.Watched("grpc.tls", paths, load)
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        # None: keep what is in use (grpc core calls this on its own thread).
+        return watched.value if watched.check() else None
+
+    return grpc.dynamic_ssl_server_credentials(
+        watched.value, fetch, require_client_authentication=tls.client_ca_file is not None
+    )
+
+
+class TokenFile:
+    """``grpc.auth.tokenFile``, re-read when it changes: :meth:`current` is
+    the token in use, after a stat at most once a second; a changed file is
+    read in a worker thread, never on the event loop, and used from the next
+    call on. An empty or unreadable new file keeps the old token (logged)."""
+
+    def __init__(self, path: str) -> None:
+        def load() -> bytes:
+            token = read_file("grpc.auth.tokenFile", path).strip()
+            if not token:
+                raise ConfigError(f"grpc.auth.tokenFile: {path} is empty")
+            return token
+
+        self._watched = rotation.Watched("grpc.auth.tokenFile", [path], load)
+
+    def current(self) -> bytes:
+        self._watched.poll()
+        return self._watched.value
 
 
 def _check_pem(tls: TLSConfig) -> None:
@@ -211,6 +240,8 @@ class Authenticator:
         self.cfg = cfg
         self.core = core
         self.token = _token(cfg)
+        #: The token file, re-read when it changes (TokenFile; None without one).
+        self.token_file = TokenFile(cfg.auth.token_file) if cfg.auth.token_file is not None else None
         self.client_certificates = cfg.tls is not None and bool(cfg.tls.client_ca_file)
         #: False: every call passes (loopback without credentials, or the
         #: configuration accepts unauthenticated mutations).
@@ -264,6 +295,8 @@ class Authenticator:
 
     async def _caller(self, method: str, context: grpc.aio.ServicerContext) -> access.Caller:
         authority = self.authority
+        if self.token_file is not None:
+            self.token = self.token_file.current()
         presented = _bearer(context.invocation_metadata() or ())
         if presented is not None:
             if self.token is not None and hmac.compare_digest(presented.encode(), self.token):

@@ -23,13 +23,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from berth import access, errors
-from berth.adapters.grpc import convert, edge, security
+from berth.adapters.grpc import convert, durability, edge, security
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster import manifests, model
 from berth.cluster.embedded import EmbeddedCluster
 from berth.config import GrpcConfig
+from berth.framework.decision import Decision
 from berth.scheduling import batch, explain, turnstile, visibility, whatif
 from berth.scheduling.core import Core, VerbError
+from berth.scheduling.durable import Durable
 from berth.scheduling.verbs import Extender, VictimsRequest
 
 __all__ = ["GrpcServer", "validate"]
@@ -57,11 +59,19 @@ def _each(items: Iterable[Any], conv: Callable[[Any, str], T], field: str) -> li
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, core: Core, verbs: Extender) -> None:
+    def __init__(self, core: Core, verbs: Extender, durable: Durable | None = None) -> None:
         self.core = core
         self.verbs = verbs
+        #: Standalone Berth's state (Submit's idempotency keys, commits before answering).
+        self.durable = durable
         #: The calls that evaluate pods queue here, fairly with the extender port.
         self.turns = turnstile.Turnstile(turnstile.GRPC_WIDTH)
+
+    @property
+    def epoch(self) -> str:
+        """What answers carry and a resuming watch names: the decision log's,
+        which is the state store's once restored (else the process's own)."""
+        return self.core.decisions.epoch
 
     async def Filter(self, request: scheduler_pb2.FilterRequest, context: Any) -> scheduler_pb2.FilterResponse:
         names, nodes = _node_set(request.nodes)
@@ -133,11 +143,20 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             bodies.append(body)
             paths.append(path)
         writes = batch.caller_writes(self.core)
+        keys = _idempotency_keys(request, len(entries), refused)
+        if any(keys) and self.durable is None:
+            raise errors.FailedPrecondition(
+                "idempotency_keys: this Berth keeps no state store (Kubernetes mode: the pod itself is its key)"
+            )
         if writes is not None:
             caller = access.CALLER.get()
             judged = iter(await batch.submit_as(self.core, writes, caller, pods, group, bodies=bodies, paths=paths))
         else:
-            judged = iter(batch.submit(self.core, pods, group, paths=paths))
+            if self.durable is not None:
+                judged = iter(self.durable.submit(pods, group, keys=keys, paths=paths))
+                await self.durable.sync()  # answered once the pods are committed
+            else:
+                judged = iter(batch.submit(self.core, pods, group, paths=paths))
         results = []
         for i in range(len(entries)):
             r = refused.get(i) or next(judged)
@@ -154,7 +173,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             ns = request.namespace or "default"
             res = await batch.cancel_as(self.core, writes, access.CALLER.get(), ns, request.name)
         else:
-            res = batch.cancel(self.core, request.namespace, request.name)
+            if self.durable is not None:
+                res = self.durable.cancel(request.namespace, request.name)
+                await self.durable.sync()
+            else:
+                res = batch.cancel(self.core, request.namespace, request.name)
         return scheduler_pb2.CancelResponse(cancelled=res.cancelled, message=res.message)
 
     async def _require(self, attrs: access.Attributes) -> None:
@@ -186,21 +209,45 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
-        async for decision in self.core.decisions.watch(request.pods, replay=request.replay):
-            if await scope.admits(_namespace_of(decision.pod)):
-                yield convert.decision_to_pb(decision)
+        async for pairs in self._decisions(request, 0.0):
+            for serial, decision in pairs:
+                if await scope.admits(_namespace_of(decision.pod)):
+                    message = convert.decision_to_pb(decision)
+                    message.serial = serial
+                    yield message
 
     async def WatchDecisionBatches(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
     ) -> AsyncIterator[scheduler_pb2.DecisionBatch]:
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
-        stream = self.core.decisions.watch_batches(request.pods, replay=request.replay, linger=DECISION_LINGER)
         scope = self._pods()
-        async for decisions in stream:
-            shown = await scope.filter(decisions, lambda d: _namespace_of(d.pod))
+        async for pairs in self._decisions(request, DECISION_LINGER):
+            shown = await scope.filter(pairs, lambda p: _namespace_of(p[1].pod))
             if shown:
-                yield convert.decision_batch_to_pb(shown)
+                message = convert.decision_batch_to_pb(d for _, d in shown)
+                for m, (serial, _) in zip(message.decisions, shown, strict=True):
+                    m.serial = serial
+                yield message
+
+    def _decisions(
+        self, request: scheduler_pb2.WatchDecisionsRequest, linger: float
+    ) -> AsyncIterator[list[tuple[int, Decision]]]:
+        """(serial, decision) batches: live (after a ``replay``), or resumed
+        after ``since_serial`` of ``epoch`` (OUT_OF_RANGE when that is not
+        this server's state, or was compacted)."""
+        log_ = self.core.decisions
+        if not request.HasField("since_serial"):
+            return log_.watch_serials(request.pods, replay=request.replay, linger=linger)
+        if request.epoch and request.epoch != self.epoch:
+            raise errors.OutOfRange(
+                f"epoch: {request.epoch!r} is not this server's ({self.epoch!r}): its state was lost "
+                "since; list and watch again",
+                oldest=log_.oldest,
+            )
+        if request.replay:
+            raise errors.InvalidArgument("replay: not with since_serial (a resumed watch replays what it missed)")
+        return log_.watch_since(request.pods, since=request.since_serial, linger=linger)
 
     async def ListQueues(
         self, request: scheduler_pb2.ListQueuesRequest, context: Any
@@ -271,6 +318,17 @@ MAX_MANIFESTS = 5000
 
 def _namespace_of(key: str) -> str:
     return key.partition("/")[0]
+
+
+def _idempotency_keys(request: scheduler_pb2.SubmitRequest, count: int, refused: dict[int, Any]) -> list[str]:
+    """The key of each pod judged (those not ``refused`` at the door), in
+    order; all empty without ``idempotency_keys`` (each pod's uid then)."""
+    keys = request.idempotency_keys
+    if not keys:
+        return [""] * (count - len(refused))
+    if len(keys) != count:
+        raise errors.InvalidArgument(f"idempotency_keys: {len(keys)} keys for {count} pods: give one per pod, or none")
+    return [k for i, k in enumerate(keys) if i not in refused]
 
 
 def _submitted(
@@ -482,13 +540,17 @@ class GrpcServer:
     and clients would reach either).
     """
 
-    def __init__(self, core: Core, verbs: Extender, feed: EmbeddedCluster) -> None:
+    def __init__(
+        self, core: Core, verbs: Extender, feed: EmbeddedCluster, *, durable: Durable | None = None
+    ) -> None:
         cfg = core.cfg.grpc
         auth = security.Authenticator(cfg, core)
         limit = cfg.max_message_bytes
         self.edge = edge.EdgeInterceptor(auth)
+        scheduling = SchedulerServicer(core, verbs, durable)
+        self.epoch = durability.EpochInterceptor(lambda: scheduling.epoch)
         self.server = grpc.aio.server(
-            interceptors=[self.edge],
+            interceptors=[self.edge, self.epoch],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Applied by grpc core after decompression: a small gzip
@@ -498,8 +560,11 @@ class GrpcServer:
                 ("grpc.max_connection_idle_ms", int(cfg.idle_timeout_seconds * 1000)),
             ],
         )
-        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(core, verbs), self.server)
-        cluster_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(core, feed), self.server)
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduling, self.server)
+        feeds = ClusterServicer(core, feed)
+        if durable is not None:
+            durability.durable_feeds(feeds, durable)
+        cluster_pb2_grpc.add_ClusterServicer_to_server(feeds, self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = (
@@ -515,7 +580,7 @@ class GrpcServer:
         address = f"{cfg.host}:{cfg.port}"
         try:
             if cfg.tls is not None:
-                port = int(self.server.add_secure_port(address, security.server_credentials(cfg.tls)))
+                port = int(self.server.add_secure_port(address, security.reloading_server_credentials(cfg.tls)))
             else:
                 port = int(self.server.add_insecure_port(address))
         except RuntimeError:

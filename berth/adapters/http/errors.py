@@ -37,6 +37,7 @@ STATUS: dict[type[errors.BerthError], int] = {
     errors.AlreadyExists: HTTPStatus.CONFLICT,
     errors.FailedPrecondition: HTTPStatus.PRECONDITION_FAILED,
     errors.ResourceExhausted: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    errors.OutOfRange: HTTPStatus.GONE,
     errors.DeadlineExceeded: HTTPStatus.GATEWAY_TIMEOUT,
     errors.Unauthenticated: HTTPStatus.UNAUTHORIZED,
     errors.PermissionDenied: HTTPStatus.FORBIDDEN,

@@ -60,7 +60,7 @@ from aiohttp import web
 
 from berth import errors
 from berth.adapters.http import body as http_body
-from berth.adapters.http import bounds, nodelist
+from berth.adapters.http import bounds, nodelist, security
 from berth.adapters.http import errors as http_errors
 from berth.cache.infos import PodInfo
 from berth.cluster import model, resources
@@ -386,7 +386,7 @@ class _HostPieces:
 
 @dataclasses.dataclass(slots=True)
 class _Memo:
-    """What the extender door keeps between requests (see README, "Memory bounds")."""
+    """What the extender door keeps between requests (see docs/architecture.md, "Memory bounds")."""
 
     pods: _Pods = dataclasses.field(default_factory=_Pods)
     lists: _NameLists = dataclasses.field(default_factory=_NameLists)
@@ -616,10 +616,15 @@ MEMO = web.AppKey("berth_extender_memo", _Memo)
 
 
 def _guard(
-    core: Core, verb: str, handler: Callable[[bytes], Awaitable[web.Response]], turns: turnstile.Turnstile
+    core: Core,
+    verb: str,
+    handler: Callable[[bytes], Awaitable[web.Response]],
+    turns: turnstile.Turnstile,
+    door: security.ExtenderDoor,
 ) -> Handler:
-    """Read the body within its limits, turn bad input into its 4xx (never a
-    500 with a trace), and count and time every request."""
+    """Check the caller (401) and the body's type (415) before reading a
+    byte of it, read the body within its limits, turn bad input into its 4xx
+    (never a 500 with a trace), and count and time every request."""
     requests = core.metrics.extender_requests
     duration = core.metrics.extender_duration.labels(verb)
     limit = core.cfg.http.max_body_bytes
@@ -627,12 +632,23 @@ def _guard(
 
     async def answer(request: web.Request) -> web.Response:
         try:
+            door.check(request, verb)
+            if not security.is_json(request):
+                # Nothing is read: a cross-origin "simple" request (text/plain,
+                # a form) never reaches the verb (module docstring of security).
+                raise web.HTTPUnsupportedMediaType(
+                    text=f"Content-Type must be {security.JSON}, got {request.content_type[:64]!r}"
+                )
             body = await http_body.read(request, limit=limit, seconds=timeout)
             if not body.strip():
                 raise errors.InvalidArgument("request body: empty")
             _utf8(body)
             async with turns:  # the body is in: queue for the core, fairly with the gRPC door
                 return await handler(body)
+        except errors.Unauthenticated as e:
+            resp = http_errors.from_exception(e, f"{verb}: ")
+            resp.headers["WWW-Authenticate"] = 'Bearer realm="berth"'
+            return resp
         except (errors.BerthError, web.HTTPException) as e:
             return http_errors.from_exception(e, f"{verb}: ")
         except http_body.Disconnected as e:  # nobody to answer; not a bug, and any client can cause it
@@ -657,7 +673,10 @@ def _guard(
     return wrapped
 
 
-def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
+def add_routes(app: web.Application, core: Core, verbs: Extender, door: security.ExtenderDoor | None = None) -> None:
+    """The four verbs under ``extender.urlPrefix``; ``door`` (default: from
+    ``http``'s configuration) says who may call them."""
+    door = door or security.ExtenderDoor(core.cfg.http)
     prefix = "/" + core.cfg.extender.url_prefix.strip("/")
     prefix = "" if prefix == "/" else prefix
 
@@ -705,4 +724,4 @@ def add_routes(app: web.Application, core: Core, verbs: Extender) -> None:
         return _response(_encoder.encode({"Error": error}))
 
     for verb, handler in (("filter", filter_), ("prioritize", prioritize), ("preempt", preempt), ("bind", bind)):
-        app.router.add_post(f"{prefix}/{verb}", _guard(core, verb, handler, turns))
+        app.router.add_post(f"{prefix}/{verb}", _guard(core, verb, handler, turns, door))

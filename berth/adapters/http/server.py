@@ -1,5 +1,7 @@
-"""HTTP adapter: health, readiness, Prometheus metrics, the extender routes
-and the read-only dashboard at ``/ui/`` (``ui``).
+"""HTTP adapter: health, readiness, Prometheus metrics and the extender
+routes on ``http``'s port; the read-only dashboard (``dashboard``) on a
+listener of its own (``ui``'s port), so that the port kube-scheduler must
+reach serves nothing a browser should see.
 
 Connections follow Go's ``net/http.Server`` (``server.go``): a connection
 with no request for ``http.idleTimeoutSeconds`` is closed (``IdleTimeout``,
@@ -22,11 +24,11 @@ import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from berth.adapters.http import errors, extender, ui
+from berth.adapters.http import dashboard, errors, extender, security, ui
 from berth.scheduling.core import Core
 from berth.scheduling.verbs import Extender
 
-__all__ = ["build_app", "start", "stop"]
+__all__ = ["build_app", "start", "start_dashboard", "stop"]
 
 #: How long a body nobody reads is drained after the answer before the
 #: connection closes, so the client sees the answer rather than a reset.
@@ -54,7 +56,9 @@ def handler_args(core: Core) -> dict[str, Any]:
     }
 
 
-def build_app(core: Core, verbs: Extender) -> web.Application:
+def build_app(core: Core, verbs: Extender, door: security.ExtenderDoor | None = None) -> web.Application:
+    """The extender port's application; ``door`` (default: from ``http``'s
+    configuration) says who may call the verbs."""
     # The extender reads bodies itself (body.read, exact limit); this bounds
     # request.read()/post() should any other route ever call them.
     app = web.Application(
@@ -62,14 +66,12 @@ def build_app(core: Core, verbs: Extender) -> web.Application:
         middlewares=[errors.middleware],
         handler_args=handler_args(core),
     )
-    app[_DRAINING] = _Draining()
+    _draining(app)
 
-    async def close_when_draining(_: web.Request, resp: web.StreamResponse) -> None:
-        if app[_DRAINING].on:
-            resp.force_close()  # the connection closes after this answer
-            resp.headers["Connection"] = "close"  # and says so (headers are not written yet)
+    async def nosniff(_: web.Request, resp: web.StreamResponse) -> None:
+        resp.headers["X-Content-Type-Options"] = "nosniff"
 
-    app.on_response_prepare.append(close_when_draining)
+    app.on_response_prepare.append(nosniff)
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -87,9 +89,36 @@ def build_app(core: Core, verbs: Extender) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/livez", healthz)
     app.router.add_get("/metrics", metrics)
-    extender.add_routes(app, core, verbs)
-    ui.add_routes(app, core)
+    if core.cfg.extender.enabled:
+        extender.add_routes(app, core, verbs, door)
+
+    ui_cfg = core.cfg.ui
+    moved = (
+        f"the dashboard is served on its own port: http{'s' if ui_cfg.tls else ''}://{ui_cfg.host}:{ui_cfg.port}/ui/ "
+        "(ui.host, ui.port)"
+        if ui_cfg.enabled
+        else "the dashboard is off (ui.enabled: false)"
+    )
+
+    async def dashboard_moved(_: web.Request) -> web.Response:
+        # A 404 without a redirect: nothing on this port points a browser anywhere.
+        return errors.answer(HTTPStatus.NOT_FOUND, moved)
+
+    app.router.add_get("/ui", dashboard_moved)
+    app.router.add_get("/ui/{tail:.*}", dashboard_moved)
     return app
+
+
+def _draining(app: web.Application) -> None:
+    """Answers of ``app`` from now on close their connection (see build_app)."""
+    app[_DRAINING] = _Draining()
+
+    async def close_when_draining(_: web.Request, resp: web.StreamResponse) -> None:
+        if app[_DRAINING].on:
+            resp.force_close()  # the connection closes after this answer
+            resp.headers["Connection"] = "close"  # and says so (headers are not written yet)
+
+    app.on_response_prepare.append(close_when_draining)
 
 
 _encoder = msgspec.json.Encoder()
@@ -225,14 +254,31 @@ def make_runner(app: web.Application, core: Core, **kwargs: Any) -> web.AppRunne
     return _Runner(app, read_header_timeout=core.cfg.http.read_header_timeout_seconds, **kwargs)
 
 
-async def start(core: Core, verbs: Extender, ssl_context: ssl.SSLContext | None) -> tuple[web.AppRunner, int]:
+async def start(
+    core: Core, verbs: Extender, ssl_context: ssl.SSLContext | None, door: security.ExtenderDoor | None = None
+) -> tuple[web.AppRunner, int]:
     """Start serving; returns the runner and the bound port (useful with port 0).
 
     A port in use raises ``OSError`` (``EADDRINUSE``) naming the address."""
     cfg = core.cfg.http
-    runner = make_runner(build_app(core, verbs), core, access_log=None)
+    return await _serve(build_app(core, verbs, door), core, "http", cfg.host, cfg.port, ssl_context)
+
+
+async def start_dashboard(
+    core: Core, ssl_context: ssl.SSLContext | None, door: dashboard.Door | None = None
+) -> tuple[web.AppRunner, int]:
+    """Start the dashboard's listener (``ui.host``, ``ui.port``); as :func:`start`."""
+    app = dashboard.build_app(core, door, handler_args=handler_args(core))
+    _draining(app)
+    return await _serve(app, core, "ui", core.cfg.ui.host, core.cfg.ui.port, ssl_context)
+
+
+async def _serve(
+    app: web.Application, core: Core, field: str, host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> tuple[web.AppRunner, int]:
+    runner = make_runner(app, core, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port, ssl_context=ssl_context)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     try:
         await site.start()
     except OSError as e:
@@ -240,8 +286,8 @@ async def start(core: Core, verbs: Extender, ssl_context: ssl.SSLContext | None)
         # asyncio's text already names the address ("[Errno 98] error while
         # attempting to bind on address ('127.0.0.1', 8888): address already
         # in use"); say which server it was.
-        raise OSError(e.errno, f"HTTP: {e.strerror or e} (http.host {cfg.host!r}, http.port {cfg.port})") from e
-    port = cfg.port
+        what = "HTTP" if field == "http" else "dashboard"
+        raise OSError(e.errno, f"{what}: {e.strerror or e} ({field}.host {host!r}, {field}.port {port})") from e
     server: Any = site._server  # aiohttp exposes the bound sockets only here
     if server is not None and getattr(server, "sockets", None):
         port = int(server.sockets[0].getsockname()[1])

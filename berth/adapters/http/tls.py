@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ssl
 
+from berth.adapters import rotation
 from berth.config import ConfigError, TLSConfig
 
-__all__ = ["server_ssl_context"]
+__all__ = ["reloading_server_ssl_context", "server_ssl_context"]
 
 
 def _readable(field: str, path: str) -> str:
@@ -19,11 +20,17 @@ def _readable(field: str, path: str) -> str:
         raise ConfigError(f"{field}: cannot read {path}: {e.strerror or e}") from None
 
 
-def server_ssl_context(tls: TLSConfig | None, *, field: str = "http.tls") -> ssl.SSLContext | None:
+def server_ssl_context(
+    tls: TLSConfig | None, *, field: str = "http.tls", client_cert_optional: bool = False
+) -> ssl.SSLContext | None:
     """A server context for ``tls`` (None: plain HTTP).
 
     With ``clientCAFile`` clients must present a certificate that CA signed
-    (kube-scheduler's extender config ``tlsConfig.certFile/keyFile``).
+    (kube-scheduler's extender config ``tlsConfig.certFile/keyFile``); with
+    ``client_cert_optional`` a client may also come without one (and then
+    authenticate otherwise: a bearer token), but a certificate it presents
+    must still verify (Go's ``tls.VerifyClientCertIfGiven``, which the API
+    server uses beside its token authenticators).
     Unreadable or mismatched files raise ConfigError, one line naming the
     field and the file (``http.tls.certFile: cannot read /x.pem: No such
     file or directory``).
@@ -47,5 +54,35 @@ def server_ssl_context(tls: TLSConfig | None, *, field: str = "http.tls") -> ssl
         except (OSError, ssl.SSLError) as e:
             reason = getattr(e, "reason", None) or e
             raise ConfigError(f"{field}.clientCAFile: not a PEM CA certificate: {reason}") from None
-        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.verify_mode = ssl.CERT_OPTIONAL if client_cert_optional else ssl.CERT_REQUIRED
     return ctx
+
+
+def reloading_server_ssl_context(
+    tls: TLSConfig | None, *, field: str = "http.tls", client_cert_optional: bool = False
+) -> ssl.SSLContext | None:
+    """As :func:`server_ssl_context`, re-read when the certificate, key or
+    client CA files change (cert-manager renewals): each handshake polls
+    the files (a stat at most once a second; a changed set is loaded in a
+    worker thread, :mod:`berth.adapters.rotation`) and is served from the
+    newest context that loaded — ``sni_callback`` runs for every ClientHello,
+    with or without SNI, and switches the connection's context."""
+    if tls is None:
+        return None
+
+    def build() -> ssl.SSLContext:
+        ctx = server_ssl_context(tls, field=field, client_cert_optional=client_cert_optional)
+        assert ctx is not None
+        return ctx
+
+    paths = [tls.cert_file, tls.key_file, *([tls.client_ca_file] if tls.client_ca_file else [])]
+    watched = rotation.Watched(field, paths, build)
+    outer = build()
+
+    def pick(conn: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, ctx: ssl.SSLContext) -> None:
+        watched.poll()
+        if watched.value is not ctx:
+            conn.context = watched.value
+
+    outer.sni_callback = pick
+    return outer

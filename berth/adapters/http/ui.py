@@ -1,12 +1,13 @@
 """The read-only web dashboard at ``/ui/``: nodes as a heat map, queues, the
 pending pods with their ``why``, a pod's full explanation and the decisions
-as they happen.
+as they happen. This module computes the answers; :mod:`.dashboard` serves
+them on the dashboard's own listener, behind its doors (who may see what).
 
 The page is plain HTML, CSS and JavaScript shipped in the package
 (``berth/adapters/http/ui/``; no framework, no CDN, no build step). It reads
 JSON from ``/ui/api/*`` and the decision stream from server-sent events
 (``/ui/api/decisions``, the WHATWG ``EventSource`` protocol). Every route is
-a GET: the dashboard changes nothing.
+a GET (but signing in and out): the dashboard changes nothing.
 
 Sized for 5000 nodes and thousands of pending pods: the heat map's data is
 one compact array per resource (each node's requested share in permille,
@@ -36,7 +37,6 @@ all the requests of one refresh of the page (:data:`LISTING_MAX_AGE`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import heapq
 import importlib.resources
@@ -51,12 +51,31 @@ import numpy as np
 from aiohttp import web
 
 from berth.cluster import model
-from berth.errors import InvalidArgument, NotFound, ResourceExhausted
+from berth.errors import InvalidArgument, NotFound
 from berth.framework.decision import Decision, DecisionKind
 from berth.scheduling import explain, visibility
 from berth.scheduling.core import Core
 
-__all__ = ["HEARTBEAT_SECONDS", "PENDING_PHASES", "add_routes", "close_streams"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "PENDING_PHASES",
+    "Listing",
+    "Listings",
+    "close_streams",
+    "event",
+    "gangs_page",
+    "gangs_params",
+    "init_streams",
+    "int_param",
+    "json_response",
+    "nodes_heatmap",
+    "pod_page",
+    "pod_params",
+    "pods_page",
+    "pods_params",
+    "static_files",
+    "streams_closing",
+]
 
 #: A comment line on an idle event stream this often, so proxies and the
 #: browser keep the connection (and a client gone away is noticed).
@@ -93,11 +112,28 @@ class _Streams:
 _STREAMS = web.AppKey("berth_ui_streams", _Streams)
 
 
+def init_streams(app: web.Application) -> None:
+    """Give ``app`` the stop signal its decision streams share; it is set
+    when the application shuts down."""
+    app[_STREAMS] = _Streams()
+
+    async def on_shutdown(_: web.Application) -> None:
+        close_streams(app)
+
+    app.on_shutdown.append(on_shutdown)
+
+
+def streams_closing(app: web.Application) -> asyncio.Event:
+    return app[_STREAMS].closing
+
+
 def close_streams(app: web.Application) -> None:
     """End every open decision stream now (the server is stopping: a browser
     keeps an EventSource open for ever, and a graceful stop must not wait
-    for it). Idempotent; streams opened afterwards end at once."""
-    app[_STREAMS].closing.set()
+    for it). Idempotent; streams opened afterwards end at once. An
+    application without streams (the extender port's) has nothing to end."""
+    if _STREAMS in app:
+        app[_STREAMS].closing.set()
 
 
 #: The page's file types (not the system's mime.types, which varies).
@@ -108,7 +144,7 @@ _CONTENT_TYPES = {
 }
 
 
-def _static_files() -> dict[str, tuple[bytes, str]]:
+def static_files() -> dict[str, tuple[bytes, str]]:
     """The page's files, read once from the package: name -> (body, content type)."""
     out: dict[str, tuple[bytes, str]] = {}
     root = importlib.resources.files(__package__ or "berth.adapters.http").joinpath("ui")
@@ -119,11 +155,11 @@ def _static_files() -> dict[str, tuple[bytes, str]]:
     return out
 
 
-def _json(data: Any) -> web.Response:
+def json_response(data: Any) -> web.Response:
     return web.Response(body=_encoder.encode(data), content_type="application/json")
 
 
-def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
@@ -287,7 +323,7 @@ async def build_listing(core: Core) -> Listing:
     return Listing(rows, {i.row.key: i for i in rows}, loop.time())
 
 
-class _Listings:
+class Listings:
     """The latest listing and the lock that makes concurrent requests wait
     for one build instead of each starting its own."""
 
@@ -523,16 +559,23 @@ def gangs_page(
     order: str = "asc",
     offset: int = 0,
     limit: int = GANGS_LIMIT,
+    namespaces: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     """Every PodGroup (:func:`visibility.list_pod_groups`: minMember,
     members present, placed, pending) and, from the listing, where its
-    members wait; a page of them."""
+    members wait; a page of them. ``namespaces``: which namespaces' groups
+    are shown (None: all)."""
     members: dict[str, list[Listed]] = {}
     for i in listing.rows:
         if i.gang:
             members.setdefault(i.gang, []).append(i)
     needle = text.lower()
-    groups = [g for g in visibility.list_pod_groups(core) if not needle or needle in f"{g.namespace}/{g.name}".lower()]
+    groups = [
+        g
+        for g in visibility.list_pod_groups(core)
+        if (namespaces is None or namespaces(g.namespace))
+        and (not needle or needle in f"{g.namespace}/{g.name}".lower())
+    ]
     groups.sort(key=_GANG_SORTS[sort], reverse=order == "desc")
     page = []
     for g in groups[offset : offset + limit]:
@@ -568,129 +611,47 @@ def decision_json(d: Decision) -> dict[str, Any]:
     }
 
 
-def _event(d: Decision) -> bytes:
+def event(d: Decision) -> bytes:
     return b"event: decision\ndata: " + _encoder.encode(decision_json(d)) + b"\n\n"
 
 
-# ---------------------------------------------------------------- routes
+# ---------------------------------------------------------------- request parameters
 
 
-def add_routes(app: web.Application, core: Core) -> None:
-    """Register ``/ui/`` and its API on ``app`` (read-only GETs)."""
-    files = _static_files()
-    app[_STREAMS] = _Streams()
+def pods_params(request: web.Request) -> dict[str, Any]:
+    """``/ui/api/pods``' parameters for :func:`pods_page`, each checked (400 naming it)."""
+    kw: dict[str, Any] = {
+        "phase": _choice(request, "phase", _PHASE_FILTERS + visibility.PHASES, "pending"),
+        "namespace": request.query.get("namespace", ""),
+        "queue": request.query.get("queue", ""),
+        "text": request.query.get("q", ""),
+        "by": _choice(request, "by", GROUP_BY, ""),
+        "group": request.query.get("group"),
+        "sort": _choice(request, "sort", tuple(_POD_SORTS), "name"),
+        "order": _choice(request, "order", _ORDERS, "asc"),
+        "offset": int_param(request, "offset", 0, 0, 1 << 31),
+        "limit": int_param(request, "limit", PODS_LIMIT, 1, MAX_PODS_LIMIT),
+    }
+    if kw["group"] is not None and not kw["by"]:
+        raise InvalidArgument("group: needs by (reason, queue or gang)")
+    return kw
 
-    async def on_shutdown(_: web.Application) -> None:
-        close_streams(app)
 
-    app.on_shutdown.append(on_shutdown)
+def pod_params(request: web.Request) -> dict[str, Any]:
+    """``/ui/api/pods/{namespace}/{name}``'s parameters for :func:`pod_page`."""
+    return {
+        "offset": int_param(request, "offset", 0, 0, 1 << 31),
+        "limit": int_param(request, "limit", NODES_LIMIT, 1, MAX_NODES_LIMIT),
+        "show": _choice(request, "show", _SHOW, "all"),
+    }
 
-    async def root(_: web.Request) -> web.StreamResponse:
-        raise web.HTTPFound("/ui/")
 
-    async def static(request: web.Request) -> web.Response:
-        name = request.match_info.get("file") or "index.html"
-        found = files.get(name)
-        if found is None:
-            raise NotFound(f"no file {name[:64]!r} in the dashboard")
-        body, ctype = found
-        # Shipped with this version of Berth; revalidated on each load (small files).
-        return web.Response(body=body, headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
-
-    def api(build: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
-        async def handler(request: web.Request) -> web.Response:
-            # No await between here and the answer: one consistent state.
-            return _json(build(request))
-
-        return handler
-
-    listings = _Listings()
-
-    async def get_pods(request: web.Request) -> web.Response:
-        # Every parameter is checked before the listing is built or waited for.
-        kw: dict[str, Any] = {
-            "phase": _choice(request, "phase", _PHASE_FILTERS + visibility.PHASES, "pending"),
-            "namespace": request.query.get("namespace", ""),
-            "queue": request.query.get("queue", ""),
-            "text": request.query.get("q", ""),
-            "by": _choice(request, "by", GROUP_BY, ""),
-            "group": request.query.get("group"),
-            "sort": _choice(request, "sort", tuple(_POD_SORTS), "name"),
-            "order": _choice(request, "order", _ORDERS, "asc"),
-            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
-            "limit": _int_param(request, "limit", PODS_LIMIT, 1, MAX_PODS_LIMIT),
-        }
-        if kw["group"] is not None and not kw["by"]:
-            raise InvalidArgument("group: needs by (reason, queue or gang)")
-        return _json(await pods_page(core, await listings.get(core), **kw))
-
-    async def get_pod(request: web.Request) -> web.Response:
-        key = f"{request.match_info['namespace']}/{request.match_info['name']}"
-        kw: dict[str, Any] = {
-            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
-            "limit": _int_param(request, "limit", NODES_LIMIT, 1, MAX_NODES_LIMIT),
-            "show": _choice(request, "show", _SHOW, "all"),
-        }
-        listing = await listings.get(core)
-        # No await between here and the answer: one consistent state.
-        return _json(pod_page(core, listing, key, **kw))
-
-    async def get_gangs(request: web.Request) -> web.Response:
-        kw: dict[str, Any] = {
-            "text": request.query.get("q", ""),
-            "sort": _choice(request, "sort", tuple(_GANG_SORTS), "name"),
-            "order": _choice(request, "order", _ORDERS, "asc"),
-            "offset": _int_param(request, "offset", 0, 0, 1 << 31),
-            "limit": _int_param(request, "limit", GANGS_LIMIT, 1, MAX_GANGS_LIMIT),
-        }
-        return _json(gangs_page(core, await listings.get(core), **kw))
-
-    async def decisions(request: web.Request) -> web.StreamResponse:
-        replay = _int_param(request, "replay", DEFAULT_REPLAY, 0, MAX_REPLAY)
-        closing = app[_STREAMS].closing
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        )
-        await resp.prepare(request)
-        # The most recent decisions first (the log keeps each pod's latest),
-        # then the live ones; subscribed before the first write, so none is missed.
-        stream = core.decisions.watch()
-        nxt: asyncio.Future[Decision] = asyncio.ensure_future(anext(stream))
-        stop: asyncio.Future[Any] = asyncio.ensure_future(closing.wait())
-        await asyncio.sleep(0)  # the watch subscribes (its first step) before the replay is taken
-        recent = heapq.nlargest(replay, core.decisions.latest.values(), key=lambda d: d.timestamp_ms)
-        try:
-            await resp.write(b"retry: 2000\n\n" + b"".join(_event(d) for d in reversed(recent)))
-            while not closing.is_set():
-                waiting: set[asyncio.Future[Any]] = {nxt, stop}
-                done, _ = await asyncio.wait(waiting, timeout=HEARTBEAT_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-                if nxt in done:
-                    await resp.write(_event(nxt.result()))
-                    nxt = asyncio.ensure_future(anext(stream))
-                elif not done:
-                    await resp.write(b": keep-alive\n\n")
-        except (ConnectionError, RuntimeError):
-            pass  # the browser went away (aiohttp: "Cannot write to closing transport")
-        except ResourceExhausted:
-            pass  # it fell too far behind (decisions.MAX_BACKLOG_BYTES): it reconnects and replays
-        finally:
-            # A pending next() is always there: cancelling it ends the watch
-            # (its generator's finally unsubscribes).
-            for fut in (nxt, stop):
-                fut.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await fut
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await resp.write_eof()
-        return resp
-
-    app.router.add_get("/ui", root)
-    app.router.add_get("/ui/", static)
-    app.router.add_get("/ui/api/nodes", api(lambda _: nodes_heatmap(core)))
-    app.router.add_get("/ui/api/nodes/{name}", api(lambda r: node_detail(core, r.match_info["name"])))
-    app.router.add_get("/ui/api/queues", api(lambda _: queues(core)))
-    app.router.add_get("/ui/api/pods", get_pods)
-    app.router.add_get("/ui/api/pods/{namespace}/{name}", get_pod)
-    app.router.add_get("/ui/api/gangs", get_gangs)
-    app.router.add_get("/ui/api/decisions", decisions)
-    app.router.add_get("/ui/{file}", static)
+def gangs_params(request: web.Request) -> dict[str, Any]:
+    """``/ui/api/gangs``' parameters for :func:`gangs_page`."""
+    return {
+        "text": request.query.get("q", ""),
+        "sort": _choice(request, "sort", tuple(_GANG_SORTS), "name"),
+        "order": _choice(request, "order", _ORDERS, "asc"),
+        "offset": int_param(request, "offset", 0, 0, 1 << 31),
+        "limit": int_param(request, "limit", GANGS_LIMIT, 1, MAX_GANGS_LIMIT),
+    }

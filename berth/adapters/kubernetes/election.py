@@ -21,6 +21,11 @@ kubernetes-asyncio (36.x) decides who leads; it does not
   retry instead of after the lease duration. :meth:`LeaderElector.release`
   writes the same, on the Lease's current resourceVersion and only while we
   are its holder.
+
+It also tells who leads: ``on_holder`` is called with the Lease record's
+``holderIdentity`` whenever the record read or written names another holder
+than the last one seen ("" once released), so that a standby can say who
+the leader is (``Core.leader``).
 """
 
 from __future__ import annotations
@@ -80,15 +85,23 @@ class _Lock(LeaseLock):
                 await el.wait_for_api_server(e)
                 continue
             el.reachable()
+            ok, record = found
+            if ok and record is not None:
+                el.observed(getattr(record, "holder_identity", None) or "")
+                el.check_usurped(record)
             return found
 
     async def create(self, name: str, namespace: str, election_record: Any) -> bool:
         try:
             async with asyncio.timeout(self._timeout):
-                return bool(await super().create(name, namespace, election_record))
+                created = bool(await super().create(name, namespace, election_record))
         except _TRANSPORT_ERRORS as e:
             log.warning("leader election: creating Lease %s/%s failed: %s", namespace, name, describe(e))
             return False
+        if created:
+            self._elector.observed(election_record.holder_identity)
+            self._elector.renewed()
+        return created
 
     async def update(self, name: str, namespace: str, updated_record: Any) -> bool:
         try:
@@ -96,10 +109,15 @@ class _Lock(LeaseLock):
             # cancellation that arrives as the call completes (cpython
             # gh-86296), and a leader told to stop would renew on.
             async with asyncio.timeout(self._timeout):
-                return bool(await super().update(name, namespace, updated_record))
+                updated = bool(await super().update(name, namespace, updated_record))
         except _TRANSPORT_ERRORS as e:
             log.warning("leader election: updating Lease %s/%s failed: %s", namespace, name, describe(e))
             return False
+        if updated:
+            self._elector.observed(updated_record.holder_identity)
+            if updated_record.holder_identity == self._elector.identity:
+                self._elector.renewed()
+        return updated
 
     @property
     def _timeout(self) -> float:
@@ -121,6 +139,7 @@ class LeaderElector:
         renew_deadline: float,
         retry_period: float,
         lead: Callable[[], Coroutine[Any, Any, None]],
+        on_holder: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
         self.name = name
@@ -135,13 +154,60 @@ class LeaderElector:
         #: renewal attempts by RenewDeadline).
         self.request_timeout = renew_deadline
         self._lead = lead
+        self._on_holder = on_holder
+        #: The Lease's holderIdentity as last read or written ("" released
+        #: or not seen yet).
+        self.holder = ""
         self._term: asyncio.Task[None] | None = None
+        self._clock = asyncio.get_running_loop().time
+        #: When we last acquired or renewed the Lease (monotonic; None: never).
+        self._renewed_at: float | None = None
+        self._ending: asyncio.Future[None] | None = None
         self._backoff = Backoff(clock=asyncio.get_running_loop().time)
         self._unreachable = False
 
     @property
     def leading(self) -> bool:
         return self._term is not None and not self._term.done()
+
+    def observed(self, holder: str) -> None:
+        """The Lease record names ``holder`` (read, or written by us)."""
+        if holder == self.holder:
+            return
+        self.holder = holder
+        log.info("leader election: Lease %s/%s held by %s", self.namespace, self.name, holder or "nobody")
+        if self._on_holder is not None:
+            self._on_holder(holder)
+
+    # ------------------------------------------------------------ fencing
+    #
+    # client-go's leader keeps acting until a renewal has failed for
+    # renewDeadline, and a leader paused (SIGSTOP, a frozen VM) resumes
+    # believing it leads: kube-scheduler v1.37 binds for up to renewDeadline
+    # after another replica took over. Berth is stricter: a write that
+    # changes the cluster is refused once the last successful renewal is
+    # older than renewDeadline (after a pause that is already so), and the
+    # term ends as soon as a read of the Lease shows another holder.
+
+    def renewed(self) -> None:
+        self._renewed_at = self._clock()
+
+    def fence(self) -> str | None:
+        """Why this replica must not write as the leader now, or None."""
+        if self._renewed_at is None:
+            return "the Lease was never acquired"
+        since = self._clock() - self._renewed_at
+        if since > self.renew_deadline:
+            return f"the Lease was last renewed {since:.1f}s ago (renewDeadline {self.renew_deadline:.0f}s)"
+        return None
+
+    def check_usurped(self, record: Any) -> None:
+        """End the term at once when the Lease names another live holder."""
+        holder = getattr(record, "holder_identity", None) or ""
+        if self.leading and holder and holder != self.identity:
+            log.warning("%s: the Lease is held by %s: ending the term now", self.identity, holder)
+            self._renewed_at = None
+            self._ending = asyncio.ensure_future(self._end_term())
 
     # ------------------------------------------------------------ reachability
 
@@ -241,4 +307,5 @@ class LeaderElector:
             log.warning("releasing Lease %s/%s failed: %s", self.namespace, self.name, describe(e))
             return False
         log.info("%s released Lease %s/%s", self.identity, self.namespace, self.name)
+        self.observed("")
         return True

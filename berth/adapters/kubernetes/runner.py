@@ -32,14 +32,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from berth import access as berth_access
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
-from berth.adapters.kubernetes.access import ApiServerReviewer, CallerWrites
 from berth.adapters.kubernetes import writer as _writer
+from berth.adapters.kubernetes.access import ApiServerReviewer, CallerWrites
 from berth.adapters.kubernetes.backoff import Backoff, retrying
 from berth.adapters.kubernetes.election import LeaderElector
 from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
+from berth.adapters.kubernetes.leaderlabel import LeaderLabel
+from berth.adapters.kubernetes.queue_status import QueueStatusWriter
 from berth.adapters.kubernetes.source import KubernetesSource
+from berth.adapters.kubernetes.workload_api import PLURALS, PodGroupConditions
 from berth.adapters.kubernetes.writer import Recipe
-from berth.cluster import dra, model, storage
+from berth.cluster import dra, model, queues, storage, workload_api
 from berth.scheduling.core import Core
 from berth.scheduling.loop import Scheduler
 
@@ -83,12 +86,22 @@ class KubernetesRunner:
             spawn = _writer.subprocess_spawner(recipe, identity=self.identity, scheduler_name=first_profile)
             process = _writer.WriterProcess(spawn)
         self.source = KubernetesSource(api, identity=self.identity, scheduler_name=first_profile, writer=process)
+        # berth_events_dropped_total, from this process's recorder and the writer's.
+        self.source.writes.events.on_drop = core.metrics.events_dropped.inc
+        if process is not None:
+            process.on_events_dropped = core.metrics.events_dropped.inc
+        #: Our Pod labelled berth.dev/leader=true while we lead (None: not in a Pod).
+        self.label = LeaderLabel.from_env(api)
         core.default_source = self.source
         # The batch API writes as its callers, and the doors ask the API
         # server who they are and what they may see (berth.access).
         self.as_caller = self.source.as_caller = CallerWrites(api)
         core.authority = berth_access.Authority(ApiServerReviewer(api))
         self.informers: list[Informer[Any]] = []
+        #: Where PodGroup conditions go, once a PodGroup version is watched.
+        self.pod_group_conditions: PodGroupConditions | None = None
+        #: Writes the Queue objects' status while leading (None: Queues not served).
+        self.queue_status: QueueStatusWriter | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._loop_task: asyncio.Task[None] | None = None
         self.leading = asyncio.Event()
@@ -144,11 +157,55 @@ class KubernetesRunner:
 
         return list_objects
 
-    async def _podgroups_served(self) -> bool:
+    async def _pod_group_informers(self) -> list[Informer[Any]]:
+        """An informer for each PodGroup kind of an enabled gang dialect
+        (scheduler-plugins', Volcano's, KAI's: berth/gangs) that is served."""
+        core = self.core
+        out: list[Informer[Any]] = []
+        for source in core.gangs.sources:
+            if not source.api_version:
+                continue  # Kueue's and YuniKorn's gangs live on the pods
+            group, _, version = source.api_version.partition("/")
+            list_call = self._custom_list(group, version, "podgroups")
+            if not await self._served(
+                f"PodGroups ({source.api_version})", list_call, f"{source.name} gangs wait for their PodGroup"
+            ):
+                continue
+
+            def stamp(g: model.PodGroup, api_version: str = source.api_version) -> model.PodGroup:
+                g.api_version = api_version  # a list's items may leave it to the envelope
+                return g
+
+            out.append(
+                Informer(
+                    "podgroups" if source.name == "scheduler-plugins" else f"{source.name}-podgroups",
+                    list_call,
+                    model.PodGroup,
+                    Handlers(
+                        on_add=core.on_pod_group,
+                        on_update=lambda o, n: core.on_pod_group(n),
+                        on_delete=core.on_pod_group_delete,
+                    ),
+                    prepare=stamp,
+                )
+            )
+        return out
+
+    async def _queues_served(self) -> bool:
+        """Queue objects (berth.dev/v1alpha1): served once the chart's CRD is installed."""
         return await self._served(
-            "PodGroups (scheduling.x-k8s.io/v1alpha1)",
-            self._custom_list("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-            "gangs come from gRPC only",
+            f"Queues ({queues.API_VERSION})",
+            self._custom_list(queues.GROUP, queues.VERSION, queues.PLURAL),
+            "batch queues come from the configuration file only",
+        )
+
+    def _queue_informer(self) -> Informer[Any]:
+        core = self.core
+        return Informer(
+            "queues",
+            self._custom_list(queues.GROUP, queues.VERSION, queues.PLURAL),
+            queues.Queue,
+            Handlers.mirror(core.on_queue_object, lambda q: core.on_queue_object_delete(q.metadata.name)),
         )
 
     async def _dra_served(self) -> bool:
@@ -311,22 +368,17 @@ class KubernetesRunner:
             self._workload_informer("replicasets", apps.list_replica_set_for_all_namespaces, model.ReplicaSet),
             self._workload_informer("statefulsets", apps.list_stateful_set_for_all_namespaces, model.StatefulSet),
         ]
-        if await self._podgroups_served():
-            self.informers.append(
-                Informer(
-                    "podgroups",
-                    self._custom_list("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-                    model.PodGroup,
-                    Handlers(
-                        on_add=core.on_pod_group, on_update=lambda o, n: core.on_pod_group(n), on_delete=lambda g: None
-                    ),
-                )
-            )
+        self.informers.extend(await self._pod_group_informers())
+        if await self._queues_served():
+            self.informers.append(self._queue_informer())
+            self.queue_status = QueueStatusWriter(core, self.source.write_queue_status)
         if await self._dra_served():
             self.informers.extend(self._dra_informers())
             # DeviceTaintRules taint devices by selector (DRADeviceTaints; served from 1.37).
             if self.core.features.dra_device_taints and await self._device_taint_rules_served():
                 self.informers.append(self._device_taint_rule_informer())
+        if core.features.generic_workload:
+            self.informers.extend(await self._workload_api_informers())
         self.informers.extend(self._storage_informers())
         # Nodes first so pods land on known nodes; then the rest.
         for inf in self.informers:
@@ -349,15 +401,44 @@ class KubernetesRunner:
         scheduler.attach()
         self.leading.set()
         log.info("%s is the leader (term %d): scheduling", self.identity, self.terms)
+        # The label is written beside the loop (retried until it is): the
+        # leader-only Service must not hold up scheduling, nor the other way round.
+        label = self.label
+        labelling = asyncio.create_task(label.set(), name="leader-label") if label is not None else None
+        # The leader alone writes the Queue objects' status (berth.dev/v1alpha1).
+        statuses = self.queue_status
+        writing = asyncio.create_task(statuses.run(), name="queue-status") if statuses is not None else None
         try:
             await scheduler.run()
         finally:
             self.leading.clear()
+            if writing is not None:
+                await cancel_all([writing])
+            if label is not None and labelling is not None:
+                labelling.cancel()
+                await asyncio.wait({labelling})
+                # Before the Lease is released (the elector releases once the term has ended).
+                await label.clear()
             await scheduler.detach()
 
     async def _elect(self) -> None:
         """Campaign until cancelled; then end the term and release the Lease."""
         le = self.core.cfg.leader_election
+        core = self.core
+        # client-go sets it to 0 when the elector is made, 1 while leading.
+        status = core.metrics.leader_election_master_status.labels(le.resource_name)
+        status.set(0)
+
+        async def lead() -> None:
+            status.set(1)
+            try:
+                await self._lead()
+            finally:
+                status.set(0)
+
+        def on_holder(holder: str) -> None:
+            core.leader = holder
+
         elector = LeaderElector(
             self.api,
             name=le.resource_name,
@@ -366,9 +447,15 @@ class KubernetesRunner:
             lease_duration=le.lease_duration_seconds,
             renew_deadline=le.renew_deadline_seconds,
             retry_period=le.retry_period_seconds,
-            lead=self._lead,
+            lead=lead,
+            on_holder=on_holder,
         )
-        await elector.run()
+        # Bindings stop the moment the Lease may have passed to another replica.
+        self.source.fence = elector.fence
+        try:
+            await elector.run()
+        finally:
+            self.source.fence = None
 
     async def run(self) -> None:
         """Informers, readiness, then schedule while leading; runs until cancelled."""
@@ -389,7 +476,30 @@ class KubernetesRunner:
             self.core.ready = False
             await cancel_all(self._tasks)
 
+    async def _workload_api_informers(self) -> list[Informer[Any]]:
+        """The Workload API kinds this release's scheduler reads, in the newest
+        version served (GenericWorkload; see berth.adapters.kubernetes.workload_api),
+        and the PodGroup conditions written back through that version."""
+        core, out = self.core, []
+        version = core.features.version
+        for kind, typ in (("PodGroup", workload_api.PodGroup), ("Workload", workload_api.Workload)):
+            for v in workload_api.served_versions(version, kind):
+                plural = PLURALS[kind]
+                listing = self._custom_list(workload_api.API_GROUP, v, plural)
+                what = f"{kind}s ({workload_api.API_GROUP}/{v})"
+                if not await self._served(what, listing, "pods naming them wait for their group"):
+                    continue
+                handlers = Handlers.mirror(core.on_scheduling_group, core.on_scheduling_group_delete)
+                out.append(Informer(f"{plural}.{v}", listing, typ, handlers))
+                if kind == "PodGroup":
+                    self.pod_group_conditions = PodGroupConditions(self.api, v)
+                    core.scheduling_groups.writer = self.pod_group_conditions.write
+                break
+        return out
+
     async def close(self) -> None:
+        if self.pod_group_conditions is not None:
+            await self.pod_group_conditions.close()
         try:
             await self.source.close()
         except Exception:

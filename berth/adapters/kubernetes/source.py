@@ -33,7 +33,7 @@ performed in the writer subprocess, off the scheduling loop's core.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import msgspec
@@ -41,8 +41,8 @@ from kubernetes_asyncio import client
 
 from berth.adapters.kubernetes.writer import WriterProcess
 from berth.adapters.kubernetes.writes import REQUEST_TIMEOUT_SECONDS, PodRef, PodWrites
-from berth.cluster import dra, model, storage
-from berth.cluster.sources import Conflict, FeedRefused
+from berth.cluster import dra, model, queues, storage
+from berth.cluster.sources import BindError, Conflict, FeedRefused
 from berth.errors import NotFound
 
 __all__ = ["KubernetesSource"]
@@ -65,6 +65,7 @@ class KubernetesSource:
         # (_preload_content=False), which the generated signatures do not describe.
         self.core_v1: Any = client.CoreV1Api(api)
         self.resource_v1: Any = client.ResourceV1Api(api)
+        self.custom_objects: Any = client.CustomObjectsApi(api)
         self.identity = identity
         self.scheduler_name = scheduler_name
         #: The Binding, conditions and events written from this process...
@@ -74,6 +75,9 @@ class KubernetesSource:
         #: The batch API's writes as its callers (the runner sets it:
         #: :func:`berth.scheduling.batch.caller_writes`).
         self.as_caller: object | None = None
+        #: Why binding must stop now (a leader whose Lease renewal is past
+        #: renewDeadline: :meth:`~.election.LeaderElector.fence`), or None.
+        self.fence: Callable[[], str | None] | None = None
 
     def _remote(self) -> WriterProcess | None:
         w = self.writer
@@ -88,6 +92,9 @@ class KubernetesSource:
         raise FeedRefused("pods of a Kubernetes-backed Berth are deleted through the API server")
 
     async def bind(self, pod: model.Pod, node: str) -> None:
+        fenced = self.fence() if self.fence is not None else None
+        if fenced is not None:
+            raise BindError(f"not binding {pod.key}: {fenced}")
         remote = self._remote()
         if remote is not None:
             await remote.bind(PodRef.of(pod), node)
@@ -199,6 +206,53 @@ class KubernetesSource:
             **_MERGE_PATCH,
         )
         return await _object_from(resp, storage.PersistentVolumeClaim, f'persistentvolumeclaims "{md.name}"')
+
+
+    # ------------------------------------------------------------ Queue objects
+
+    async def write_queue_status(self, name: str, status: dict[str, Any]) -> None:
+        """Replace a Queue object's ``status`` (berth.dev/v1alpha1, status
+        subresource): a JSON patch ``add /status``, which replaces the whole
+        status as a merge patch would not (resources gone from ``allocated``
+        must go). NotFound when the object is gone."""
+        resp = await self.custom_objects.patch_cluster_custom_object_status(
+            queues.GROUP,
+            queues.VERSION,
+            queues.PLURAL,
+            name,
+            [{"op": "add", "path": "/status", "value": status}],
+            _content_type="application/json-patch+json",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        await _object_from(resp, dict, f'{queues.PLURAL}.{queues.GROUP} "{name}"')
+
+
+    # ------------------------------------------------------------ PodGroup phases
+
+    async def write_pod_group_phase(self, group: model.PodGroup, phase: str) -> None:
+        """Set a PodGroup's ``status.phase`` (scheduler-plugins', Volcano's) as
+        their controllers do: a merge patch of the phase alone, so the counts
+        they keep survive; through the status subresource where the CRD has
+        one (scheduler-plugins'), else the object (Volcano's CRD,
+        ``config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml``,
+        declares none). NotFound when gone."""
+        api_group, _, version = group.api_version.partition("/")
+        patch = (
+            self.custom_objects.patch_namespaced_custom_object
+            if api_group == "scheduling.volcano.sh"
+            else self.custom_objects.patch_namespaced_custom_object_status
+        )
+        resp = await patch(
+            api_group,
+            version,
+            group.metadata.namespace,
+            "podgroups",
+            group.metadata.name,
+            {"status": {"phase": phase}},
+            **_MERGE_PATCH,
+        )
+        await _object_from(resp, dict, f'podgroups.{api_group} "{group.metadata.namespace}/{group.metadata.name}"')
 
 
 class _Status(msgspec.Struct):

@@ -128,7 +128,13 @@ class Done(msgspec.Struct, array_like=True, tag=4):
     message: str = ""
 
 
-Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Preempted | Done
+class EventsDropped(msgspec.Struct, array_like=True, tag=8):
+    """The writer's event recorder dropped ``count`` more events."""
+
+    count: int
+
+
+Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Preempted | Done | EventsDropped
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[Message])
@@ -198,6 +204,22 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
     in flight (Bindings, reports, queued events) and return."""
     framer = _Framer(writer.write)
     tasks: set[asyncio.Task[None]] = set()
+    unreported = 0
+
+    def report_drops() -> None:
+        nonlocal unreported
+        if unreported:
+            framer.send(EventsDropped(unreported))
+            unreported = 0
+
+    def dropped(n: int) -> None:
+        # A burst of drops goes back as one message.
+        nonlocal unreported
+        if not unreported:
+            asyncio.get_running_loop().call_soon(report_drops)
+        unreported += n
+
+    writes.events.on_drop = dropped
 
     def spawn(coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -246,6 +268,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(writes.events.flush(), EVENT_GRACE_SECONDS)
     await writes.close()
+    report_drops()
+    framer.flush()
     with contextlib.suppress(ConnectionError):
         await writer.drain()
     writer.close()
@@ -361,6 +385,8 @@ class _Protocol(asyncio.Protocol):
             for msg in frame:
                 if isinstance(msg, Done):
                     self.owner._answer(msg)
+                elif isinstance(msg, EventsDropped) and self.owner.on_events_dropped is not None:
+                    self.owner.on_events_dropped(msg.count)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner._lost(self, exc)
@@ -383,6 +409,8 @@ class WriterProcess:
         self.starts = 0
         #: Set once the writer kept dying at start: the source writes in process.
         self.broken = False
+        #: Called with the number of events the writer's recorder dropped.
+        self.on_events_dropped: Callable[[int], None] | None = None
         self._closing = False
 
     async def _connected(self) -> _Protocol:

@@ -212,6 +212,8 @@ class EventRecorder:
         self._idle = asyncio.Event()
         self._idle.set()
         self.dropped = 0
+        #: Called with 1 for every dropped event (berth_events_dropped_total).
+        self.on_drop: Callable[[int], None] | None = None
         self._last_refresh = clock()
         self._last_finish = clock()
 
@@ -273,6 +275,8 @@ class EventRecorder:
     def _enqueue(self, body: dict[str, Any], series: bool) -> None:
         if len(self._queue) >= MAX_QUEUED_EVENTS:
             self.dropped += 1
+            if self.on_drop is not None:
+                self.on_drop(1)
             if self.dropped == 1 or self.dropped % 1000 == 0:
                 log.warning("%d events dropped: more than %d waiting to be written", self.dropped, MAX_QUEUED_EVENTS)
             return

@@ -15,6 +15,7 @@ the client's deadline (``timeout``) and is retried on ``UNAVAILABLE``
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeAlias, TypeVar
@@ -80,6 +81,20 @@ FEED_BATCH = 1000
 
 def _pod(p: PodLike) -> pb.Pod:
     return p if isinstance(p, pb.Pod) else objects.message(p, pb.Pod)
+
+
+def _manifests(pods: list[Any]) -> list[bytes]:
+    """``SubmitRequest.pod_manifests``: each pod as written (a v1 Pod as
+    JSON), in the order of ``pods``, so a Kubernetes-backed Berth creates the
+    caller's whole object; none when a pod was given as a ``Pod`` message
+    (the field holds one per pod or none)."""
+    if not all(isinstance(p, Mapping) for p in pods):
+        return []
+    return [json.dumps(p, separators=(",", ":")).encode() for p in pods]
+
+
+def _request(pods: list[Any], group: pb.PodGroup | None = None) -> spb.SubmitRequest:
+    return spb.SubmitRequest(group=group, pods=[_pod(p) for p in pods], pod_manifests=_manifests(pods))
 
 
 def _group(g: GroupLike | str, members: int, namespace: str) -> pb.PodGroup:
@@ -148,9 +163,9 @@ def submit_requests(items: Iterable[PodLike | GroupLike], batch: int | None = No
         key = (ns, labels.get(POD_GROUP_LABEL, ""))
         members.get(key, plain).append(p)
     for key, g in groups.items():
-        yield spb.SubmitRequest(group=_group(g, len(members[key]), key[0]), pods=[_pod(p) for p in members[key]])
+        yield _request(members[key], _group(g, len(members[key]), key[0]))
     for k in range(0, len(plain), batch):
-        yield spb.SubmitRequest(pods=[_pod(p) for p in plain[k : k + batch]])
+        yield _request(plain[k : k + batch])
 
 
 class AsyncClient:
@@ -172,6 +187,10 @@ class AsyncClient:
         self.address = target(server)
         self._channel: grpc.aio.Channel | None = None
         self._batches = True  # the server has WatchDecisionBatches, until it says otherwise
+        #: The server's epoch as last answered ("" before any answer, or from a
+        #: server without one); ``epoch_changes`` counts the times it changed.
+        self.epoch = ""
+        self.epoch_changes = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AsyncClient:
@@ -208,9 +227,26 @@ class AsyncClient:
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, timeout=self.settings.timeout, metadata=self.settings.metadata())
+            response = await method(request, timeout=self.settings.timeout, metadata=self.settings.metadata())
         except grpc.aio.AioRpcError as e:
             raise errors.from_rpc_error(e, self.address) from None
+        self._saw(getattr(response, "epoch", ""))
+        return response
+
+    def _saw(self, epoch: str) -> None:
+        """Remember the server's epoch; a new one means it lost its state
+        (a restarted in-memory Berth, a wiped store): warned once each."""
+        if not epoch or epoch == self.epoch:
+            return
+        if self.epoch:
+            self.epoch_changes += 1
+            log.warning(
+                "berth_client: %s has a new epoch (%s, was %s): its state was lost; resubmit or resync",
+                self.address,
+                epoch,
+                self.epoch,
+            )
+        self.epoch = epoch
 
     # ------------------------------------------------------------ reads
 
@@ -279,13 +315,21 @@ class AsyncClient:
 
     # ------------------------------------------------------------ changes
 
-    async def submit(self, items: Iterable[PodLike | GroupLike]) -> list[spb.SubmitResult]:
+    async def submit(
+        self, items: Iterable[PodLike | GroupLike], *, idempotency_keys: Mapping[str, str] | None = None
+    ) -> list[spb.SubmitResult]:
         """Hand pods to the scheduling loop, with their PodGroups (pods
         labelled ``scheduling.x-k8s.io/pod-group`` go with their group, all
         or nothing); one result per pod, in the order sent. Idempotent per
-        pod: the same pod again answers "already submitted"."""
+        pod: a retry (same key: by default the pod's uid, or
+        ``idempotency_keys[NAMESPACE/NAME]``) answers the first outcome."""
         results: list[spb.SubmitResult] = []
         for request in submit_requests(items):
+            if idempotency_keys:
+                request.idempotency_keys.extend(
+                    idempotency_keys.get(f"{p.metadata.namespace or 'default'}/{p.metadata.name}", "")
+                    for p in request.pods
+                )
             results.extend((await self._call(self.scheduler.Submit, request)).results)
         return results
 
@@ -300,9 +344,9 @@ class AsyncClient:
         """Submit ``pods`` as one gang, placed all together or not at all:
         ``group`` is a PodGroup (manifest or message) or just its name (then
         ``min_member`` defaults to every pod given)."""
-        members = [_pod(p) for p in pods]
-        g = _group(group, min_member if min_member is not None else len(members), namespace)
-        response = await self._call(self.scheduler.Submit, spb.SubmitRequest(group=g, pods=members))
+        given = list(pods)
+        g = _group(group, min_member if min_member is not None else len(given), namespace)
+        response = await self._call(self.scheduler.Submit, _request(given, g))
         return list(response.results)
 
     async def cancel(self, name: str, namespace: str = "default") -> spb.CancelResponse:
@@ -313,21 +357,29 @@ class AsyncClient:
         )
         return result
 
-    async def feed(self, items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    async def feed(self, items: Iterable[Mapping[str, Any]], *, resync: bool = False) -> dict[str, int]:
         """Upsert objects through the ``Cluster`` service (nodes, pods with
         or without a node, namespaces, PodGroups, budgets, storage and DRA
         objects), kind by kind, what others refer to first; how many of each
-        kind were upserted."""
+        kind were upserted.
+
+        With ``resync``, ``items`` is the feeder's whole view of each kind
+        it holds: each kind goes in one request flagged ``resync``, and
+        Berth deletes, in the same call, the objects of that kind it has
+        and the request lacks (register-and-replay after the feeder or
+        Berth lost track)."""
         by_kind: dict[str, list[Any]] = {}
         for obj in items:
             by_kind.setdefault(objects.kind_of(obj), []).append(obj)
         counts: dict[str, int] = {}
         for kind, (rpc, field) in _UPSERTS.items():
             batch = by_kind.get(kind, [])
-            for k in range(0, len(batch), FEED_BATCH):
-                chunk: list[Any] = [objects.message(o) for o in batch[k : k + FEED_BATCH]]
+            step = max(len(batch), 1) if resync else FEED_BATCH
+            for k in range(0, len(batch), step):
+                chunk: list[Any] = [objects.message(o) for o in batch[k : k + step]]
                 request_type = getattr(cpb, f"{rpc}Request")
-                response = await self._call(getattr(self.cluster, rpc), request_type(**{field: chunk}))
+                request = request_type(**{field: chunk}, **({"resync": True} if resync else {}))
+                response = await self._call(getattr(self.cluster, rpc), request)
                 counts[kind] = counts.get(kind, 0) + response.upserted
         return counts
 
@@ -354,16 +406,21 @@ class AsyncClient:
 
     # ------------------------------------------------------------ streams
 
-    async def _decision_stream(self, keys: list[str], replay: bool) -> AsyncIterator[list[spb.Decision]]:
+    async def _decision_stream(
+        self, keys: list[str], replay: bool, since: int | None = None, epoch: str = ""
+    ) -> AsyncIterator[tuple[str, list[spb.Decision]]]:
         """One stream: WatchDecisionBatches, or WatchDecisions from a server
-        older than it."""
-        request = spb.WatchDecisionsRequest(pods=keys, replay=replay)
+        older than it; after serial ``since`` of ``epoch`` when given. Each
+        batch with the server's epoch ("" from a server without one)."""
+        request = spb.WatchDecisionsRequest(pods=keys, replay=replay and since is None)
+        if since is not None:
+            request.since_serial, request.epoch = since, epoch
         metadata = self.settings.metadata()
         if self._batches:
             call = self.scheduler.WatchDecisionBatches(request, metadata=metadata)
             try:
                 async for b in call:
-                    yield list(b.decisions)
+                    yield b.epoch, list(b.decisions)
                 return
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED:
@@ -374,7 +431,7 @@ class AsyncClient:
         single = self.scheduler.WatchDecisions(request, metadata=metadata)
         try:
             async for d in single:
-                yield [d]
+                yield d.epoch, [d]
         except grpc.aio.AioRpcError as e:
             raise errors.from_rpc_error(e, self.address) from None
         finally:
@@ -396,13 +453,17 @@ class AsyncClient:
         broken_since: float | None = None
         while True:
             try:
-                async for batch in self._decision_stream(keys, replay or resume.resumed):
+                since = resume.since()
+                async for epoch, batch in self._decision_stream(keys, replay or resume.resumed, since, resume.epoch):
                     backoff.reset()
                     broken_since = None
-                    fresh = [d for d in batch if resume.admit(d)]
+                    fresh = [d for d in batch if resume.admit(d, epoch)]
                     if fresh:
                         yield fresh
                 raise errors.Unavailable("the decision stream ended", server=self.address)
+            except errors.OutOfRange as e:
+                log.info("berth_client: watch of %s cannot resume (%s); relisting", self.address, e)
+                resume.relist()
             except (errors.Unavailable, errors.ResourceExhausted) as e:
                 now = loop.time()
                 broken_since = now if broken_since is None else broken_since

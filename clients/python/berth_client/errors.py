@@ -23,6 +23,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "NotFound",
+    "OutOfRange",
     "PermissionDenied",
     "ResourceExhausted",
     "SettingsError",
@@ -66,6 +67,13 @@ class FailedPrecondition(BerthError):
 
 class ResourceExhausted(BerthError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class OutOfRange(BerthError):
+    """A decision serial the server no longer keeps (compacted), or one of
+    another epoch: list again, then watch from the newest serial seen."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
 
 
 class DeadlineExceeded(BerthError, TimeoutError):
@@ -131,6 +139,7 @@ _BY_CODE: dict[grpc.StatusCode, type[BerthError]] = {
         AlreadyExists,
         FailedPrecondition,
         ResourceExhausted,
+        OutOfRange,
         DeadlineExceeded,
         Unauthenticated,
         PermissionDenied,

@@ -128,8 +128,12 @@ class Client:
 
     # ------------------------------------------------------------ changes
 
-    def submit(self, items: Iterable[PodLike | GroupLike]) -> list[spb.SubmitResult]:
-        return self._run(self.aio.submit(items))
+    def submit(
+        self, items: Iterable[PodLike | GroupLike], *, idempotency_keys: Mapping[str, str] | None = None
+    ) -> list[spb.SubmitResult]:
+        if idempotency_keys is None:
+            return self._run(self.aio.submit(items))
+        return self._run(self.aio.submit(items, idempotency_keys=idempotency_keys))
 
     def submit_gang(
         self,
@@ -144,8 +148,13 @@ class Client:
     def cancel(self, name: str, namespace: str = "default") -> spb.CancelResponse:
         return self._run(self.aio.cancel(name, namespace))
 
-    def feed(self, items: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-        return self._run(self.aio.feed(items))
+    def feed(self, items: Iterable[Mapping[str, Any]], *, resync: bool = False) -> dict[str, int]:
+        return self._run(self.aio.feed(items, resync=resync))
+
+    @property
+    def epoch(self) -> str:
+        """The server's epoch as last answered (:attr:`AsyncClient.epoch`)."""
+        return self.aio.epoch
 
     def delete(self, kind: str, names: Iterable[str]) -> int:
         return self._run(self.aio.delete(kind, names))

@@ -1,8 +1,18 @@
 """Which decisions a watch passes on after it reconnects.
 
-The server keeps each pod's latest decision and replays them to a new
-stream that asks for it (``WatchDecisionsRequest.replay``); it has no serial
-to resume after (no ``since_serial`` yet). So a watch that lost its stream
+A server that numbers its decisions (``Decision.serial``, with its
+``epoch``) is asked to resume exactly after the last serial passed on
+(``WatchDecisionsRequest.since_serial`` and ``epoch``): nothing is missed
+and nothing repeated, across reconnects and across restarts of a Berth
+that keeps its state. When it answers OUT_OF_RANGE (that serial was
+compacted, or its state was lost: another epoch) the watch relists — it
+subscribes again with ``replay`` and passes on the replayed decisions
+newer than what it passed on (below) — and then resumes by serial again, as a Kubernetes reflector relists after
+410 Gone (``k8s.io/client-go/tools/cache/reflector.go``).
+
+Without serials (an older server) the server keeps each pod's latest
+decision and replays them to a new stream that asks for it
+(``WatchDecisionsRequest.replay``). So a watch that lost its stream
 (Berth restarted, a network break, ``UNAVAILABLE`` at shutdown, a stream
 ended as "too slow") subscribes again with replay, and :class:`Resume`
 passes on only what is new: a replayed decision made after the newest one
@@ -43,9 +53,28 @@ class Resume:
     at_newest: set[_Key] = dataclasses.field(default_factory=set)
     #: True once the stream broke: decisions are then checked before they pass.
     resumed: bool = False
+    #: The newest serial passed on (0: none, or a server without serials), and its epoch.
+    serial: int = 0
+    epoch: str = ""
 
-    def admit(self, d: spb.Decision) -> bool:
-        """Whether to pass ``d`` on; remembers it if so."""
+    def since(self) -> int | None:
+        """The serial to resume after, when there is one to resume from."""
+        return self.serial if self.resumed and self.serial and self.epoch else None
+
+    def relist(self) -> None:
+        """The server cannot resume (OUT_OF_RANGE): take its replay next,
+        passing on what is newer than the newest decision passed on (by the
+        server's clock: after a restart that lost the state, all of it)."""
+        self.serial, self.epoch = 0, ""
+        self.resumed = True
+
+    def admit(self, d: spb.Decision, epoch: str = "") -> bool:
+        """Whether to pass ``d`` (of the server's ``epoch``) on; remembers it if so."""
+        if d.serial:
+            epoch = epoch or d.epoch
+            if epoch == self.epoch and d.serial <= self.serial:
+                return False  # already passed on
+            self.serial, self.epoch = d.serial, epoch
         if (
             self.resumed
             and self.newest_ms is not None

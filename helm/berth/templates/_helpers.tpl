@@ -104,7 +104,7 @@ release, without a vendor's build suffix (registry.k8s.io tags are vX.Y.Z). */}}
 
 {{/* Where the chart's kube-scheduler reaches Berth's extender. */}}
 {{- define "berth.extenderURL" -}}
-{{- printf "%s://%s.%s.svc:%d%s" (ternary "https" "http" .Values.tls.enabled) (include "berth.fullname" .) .Release.Namespace (int .Values.http.port) .Values.extender.urlPrefix }}
+{{- printf "%s://%s.%s.svc:%d%s" (ternary "https" "http" (eq (include "berth.tls" .) "true")) (include "berth.fullname" .) .Release.Namespace (int .Values.http.port) .Values.extender.urlPrefix }}
 {{- end }}
 
 {{- define "berth.tlsDir" -}}/etc/berth/tls{{- end }}
@@ -117,7 +117,7 @@ release, without a vendor's build suffix (registry.k8s.io tags are vX.Y.Z). */}}
 {{- end }}
 
 {{/*
-The BerthConfiguration. Chart-owned fields (http, grpc, extender,
+The BerthConfiguration. Chart-owned fields (http, grpc, ui, extender,
 leaderElection, runSchedulingLoop) come last so `config` cannot override them
 (the schema also rejects them there).
 */}}
@@ -131,16 +131,23 @@ leaderElection, runSchedulingLoop) come last so `config` cannot override them
 {{- $profiles = list $p -}}
 {{- end -}}
 {{- $tls := dict -}}
-{{- if .Values.tls.enabled -}}
+{{- if (include "berth.tls" .) -}}
 {{- $tls = dict "certFile" (printf "%s/tls.crt" $tlsDir) "keyFile" (printf "%s/tls.key" $tlsDir) -}}
-{{- if .Values.tls.clientAuth }}{{ $_ := set $tls "clientCAFile" (printf "%s/ca.crt" $tlsDir) }}{{ end -}}
+{{- if (include "berth.mtls" .) }}{{ $_ := set $tls "clientCAFile" (printf "%s/ca.crt" $tlsDir) }}{{ end -}}
 {{- end -}}
 {{- $http := dict "host" "0.0.0.0" "port" (int .Values.http.port) "maxBodyBytes" (int64 .Values.http.maxBodyBytes) -}}
 {{- $grpc := dict "host" "0.0.0.0" "port" (int .Values.grpc.port) "maxMessageBytes" (int64 .Values.grpc.maxMessageBytes) -}}
-{{- if .Values.tls.enabled }}{{ $_ := set $http "tls" $tls }}{{ $_ := set $grpc "tls" $tls }}{{ end -}}
+{{- if (include "berth.tls" .) }}{{ $_ := set $http "tls" $tls }}{{ $_ := set $grpc "tls" $tls }}{{ end -}}
 {{- $auth := dict "allowUnauthenticatedMutations" .Values.grpc.auth.allowUnauthenticatedMutations -}}
 {{- if .Values.grpc.auth.token }}{{ $_ := set $auth "tokenFile" (printf "%s/token" (include "berth.grpcTokenDir" .)) }}{{ end -}}
 {{- $_ := set $grpc "auth" $auth -}}
+{{- /* Extender verbs: mTLS when clientAuth (then never open), else as http.auth says. */ -}}
+{{- $mtls := include "berth.mtls" . -}}
+{{- $_ := set $http "auth" (dict "allowUnauthenticated" (and (not $mtls) (ne .Values.role "scheduler") (dig "auth" "allowUnauthenticated" false .Values.http))) -}}
+{{- /* The dashboard: TokenReview sign-in in Kubernetes mode; TLS without client certificates (browsers). */ -}}
+{{- $uiValues := .Values.ui | default dict -}}
+{{- $ui := dict "enabled" (dig "enabled" true $uiValues) "host" "0.0.0.0" "port" (int (dig "port" 8889 $uiValues)) "allowedHosts" (dig "allowedHosts" list $uiValues) -}}
+{{- if (include "berth.tls" .) }}{{ $_ := set $ui "tls" (omit $tls "clientCAFile") }}{{ end -}}
 {{- $isScheduler := eq .Values.role "scheduler" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) -}}
 {{- $_ := set $cfg "apiVersion" "berth.dev/v1" -}}
@@ -149,7 +156,11 @@ leaderElection, runSchedulingLoop) come last so `config` cannot override them
 {{- $_ := set $cfg "runSchedulingLoop" $isScheduler -}}
 {{- $_ := set $cfg "http" $http -}}
 {{- $_ := set $cfg "grpc" $grpc -}}
+{{- $_ := set $cfg "ui" $ui -}}
+{{- /* The extender verbs only where kube-scheduler calls them (the extender
+role): a second scheduler exposes none. */ -}}
 {{- $_ := set $cfg "extender" (dict
+      "enabled" (not $isScheduler)
       "urlPrefix" .Values.extender.urlPrefix
       "profile" (include "berth.extenderProfile" .)
       "managedResources" .Values.extender.managedResources
@@ -188,7 +199,7 @@ which a running Berth re-reads from the mounted file (berth/reload.py).
       "filterVerb" "filter"
       "prioritizeVerb" "prioritize"
       "weight" (int .Values.extender.weight)
-      "enableHTTPS" .Values.tls.enabled
+      "enableHTTPS" (eq (include "berth.tls" .) "true")
       "nodeCacheCapable" .Values.extender.nodeCacheCapable
       "ignorable" .Values.extender.ignorable
       "httpTimeout" .Values.extender.httpTimeout -}}
@@ -199,9 +210,9 @@ which a running Berth re-reads from the mounted file (berth/reload.py).
 {{- range .Values.extender.managedResources }}{{ $managed = append $managed (dict "name" . "ignoredByScheduler" true) }}{{ end -}}
 {{- $_ := set $ext "managedResources" $managed -}}
 {{- end -}}
-{{- if .Values.tls.enabled -}}
+{{- if (include "berth.tls" .) -}}
 {{- $tlsCfg := dict "caFile" "/etc/kubernetes/berth-tls/ca.crt" -}}
-{{- if .Values.tls.clientAuth -}}
+{{- if (include "berth.mtls" .) -}}
 {{- $_ := set $tlsCfg "certFile" "/etc/kubernetes/berth-tls/tls.crt" -}}
 {{- $_ := set $tlsCfg "keyFile" "/etc/kubernetes/berth-tls/tls.key" -}}
 {{- end -}}
@@ -228,7 +239,7 @@ client certificate, so the probe runs inside the container with the pod's own
 certificate (python is the image's interpreter). */}}
 {{- define "berth.probe" -}}
 {{- $root := .root -}}
-{{- if and $root.Values.tls.enabled $root.Values.tls.clientAuth -}}
+{{- if include "berth.mtls" $root -}}
 {{- $dir := include "berth.tlsDir" $root -}}
 exec:
   command:
@@ -244,20 +255,20 @@ exec:
 httpGet:
   path: {{ .path }}
   port: http
-  scheme: {{ ternary "HTTPS" "HTTP" $root.Values.tls.enabled }}
+  scheme: {{ ternary "HTTPS" "HTTP" (eq (include "berth.tls" $root) "true") }}
 {{- end }}
 {{ toYaml .probe }}
 {{- end }}
 
 {{/* Rules across values that values.schema.json cannot say clearly. */}}
 {{- define "berth.validate" -}}
-{{- if and .Values.tls.clientAuth (not .Values.tls.enabled) }}
+{{- if and (eq (toString .Values.tls.clientAuth) "true") (not (include "berth.tls" .)) }}
 {{- fail "tls.clientAuth: true needs tls.enabled: true" }}
 {{- end }}
-{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) }}
+{{- if and .Values.tls.certManager.enabled (not (include "berth.tls" .)) }}
 {{- fail "tls.certManager.enabled: true needs tls.enabled: true" }}
 {{- end }}
-{{- if not (or .Values.grpc.auth.token .Values.tls.clientAuth .Values.grpc.auth.allowUnauthenticatedMutations) }}
+{{- if not (or .Values.grpc.auth.token (include "berth.mtls" .) .Values.grpc.auth.allowUnauthenticatedMutations) }}
 {{- fail "grpc.auth: Berth listens on 0.0.0.0 and refuses to start without authentication of mutating RPCs: keep grpc.auth.token: true, set tls.clientAuth: true, or set grpc.auth.allowUnauthenticatedMutations: true" }}
 {{- end }}
 {{- if eq (int .Values.http.port) (int .Values.grpc.port) }}
@@ -286,4 +297,28 @@ httpGet:
 {{- fail (printf "extender.profile: set it to one of the profiles %v (schedulerName %q is not among them)" $names .Values.schedulerName) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The leader-only Services' selector: in the scheduler role, the Pod the
+Lease holder labels berth.dev/leader: "true" (templates/leader.yaml). */}}
+{{- define "berth.leaderSelectorLabels" -}}
+{{ include "berth.selectorLabels" . }}
+{{- if eq .Values.role "scheduler" }}
+berth.dev/leader: "true"
+{{- end }}
+{{- end }}
+
+{{/* TLS on ("true") or off (""): tls.enabled, or by default the extender
+role's (kube-scheduler calls the verbs over mTLS). */}}
+{{- define "berth.tls" -}}
+{{- if kindIs "bool" .Values.tls.enabled }}{{ if .Values.tls.enabled }}true{{ end }}
+{{- else if eq .Values.role "extender" }}true{{ end -}}
+{{- end }}
+
+{{/* mTLS on ("true") or off (""): tls.clientAuth, by default with the default TLS. */}}
+{{- define "berth.mtls" -}}
+{{- if include "berth.tls" . }}
+{{- if kindIs "bool" .Values.tls.clientAuth }}{{ if .Values.tls.clientAuth }}true{{ end }}
+{{- else if not (kindIs "bool" .Values.tls.enabled) }}true{{ end }}
+{{- end -}}
 {{- end }}

@@ -222,6 +222,10 @@ class Kube:
             raise AssertionError(f"{method} {path}: HTTP {status}: {out}")
         return out
 
+    def rediscover(self) -> None:
+        """Forget what discovery said (a CRD was installed since)."""
+        self._served = None
+
     def served(self) -> dict[tuple[str, str], tuple[str, bool]]:
         """(apiVersion, kind) -> (plural, namespaced), from discovery."""
         if self._served is None:
@@ -314,8 +318,20 @@ def _wait(what: str, check: Any, timeout: float, proc: Process | None = None) ->
 class ControlPlane:
     """etcd + kube-apiserver; a context manager that always cleans up."""
 
-    def __init__(self, binaries: Mapping[str, Path] | None = None, workdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        binaries: Mapping[str, Path] | None = None,
+        workdir: Path | None = None,
+        *,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Sequence[str] = (),
+    ) -> None:
+        """``feature_gates`` and ``runtime_config``: kube-apiserver's
+        ``--feature-gates`` and ``--runtime-config`` (e.g. ``{"GenericWorkload":
+        True}`` and ``["scheduling.k8s.io/v1beta1=true"]`` for the Workload API)."""
         self.binaries = dict(binaries or find_binaries())
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = list(runtime_config)
         self.workdir = (
             Path(workdir)
             if workdir is not None
@@ -345,8 +361,8 @@ class ControlPlane:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, name: str, argv: Sequence[str]) -> Process:
-        p = Process(name, argv, self.workdir / f"{name}.log")
+    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
+        p = Process(name, argv, self.workdir / f"{name}.log", env)
         self.processes.append(p)
         return p
 
@@ -414,12 +430,21 @@ class ControlPlane:
             "--profiling=false",
             "--v=1",
         ]
+        self._api_argv += self._feature_gate_flags()
+        if self.runtime_config:
+            self._api_argv.append(f"--runtime-config={','.join(self.runtime_config)}")
         api = self._spawn("kube-apiserver", self._api_argv)
         self.apiserver = api
         self.admin = Kube(self.server, ca_file=str(ca.path), client_cert=(str(admin.cert), str(admin.key)))
         _wait("kube-apiserver /readyz", lambda: self.admin.request("GET", "/readyz")[0] == 200, 120, api)  # type: ignore[union-attr]
         self.write_kubeconfig(self.admin_kubeconfig, cert=admin.cert, key=admin.key)
         self.ensure_namespace("default")
+
+    def _feature_gate_flags(self) -> list[str]:
+        """``--feature-gates`` for kube-apiserver and kube-controller-manager (the same set)."""
+        if not self.feature_gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))]
 
     def stop_apiserver(self) -> None:
         """The API server goes away (etcd and everything else stay)."""
@@ -576,6 +601,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.path}",
                 "--profiling=false",
                 "--v=2",
+                *self._feature_gate_flags(),
             ],
         )
         insecure = ssl.create_default_context()

@@ -21,6 +21,7 @@
       if (v === null || v === undefined || v === false) continue;
       if (k === "class") e.className = v;
       else if (k === "text") e.textContent = v;
+      else if (k === "style") e.style.cssText = v; // CSSOM, which the CSP allows (a style attribute it would not)
       else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, v === true ? "" : v);
     }
@@ -31,10 +32,26 @@
     return e;
   }
 
+  // An answer that is not 2xx: its {"Error": ...} and status (401: sign in; 403: not allowed).
+  class HttpError extends Error {
+    constructor(status, message) { super(message); this.status = status; }
+  }
+
   async function getJSON(path) {
     const r = await fetch(path, { headers: { Accept: "application/json" } });
     const body = await r.json().catch(() => ({}));
-    if (!r.ok) throw new Error(body.Error || `${r.status} ${r.statusText}`);
+    if (r.status === 401) showSignIn();
+    if (!r.ok) throw new HttpError(r.status, body.Error || `${r.status} ${r.statusText}`);
+    return body;
+  }
+
+  async function postJSON(path, data) {
+    const r = await fetch(path, {
+      method: "POST", headers: { Accept: "application/json", "Content-Type": "application/json" },
+      body: JSON.stringify(data),
+    });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) throw new HttpError(r.status, body.Error || `${r.status} ${r.statusText}`);
     return body;
   }
 
@@ -69,12 +86,19 @@
   function say(node, text, cls) { node.replaceChildren(el("div", { class: cls || "empty", text })); }
 
   // A refresh that runs at most once at a time and coalesces calls made meanwhile.
-  function coalesced(fn) {
+  // A refusal (403: the caller may not list what the card shows) is said in
+  // the card ``box``; 401 has shown the sign-in form already.
+  function coalesced(fn, box) {
     let running = null, again = false;
+    const failed = (e) => {
+      if (e instanceof HttpError && e.status === 401) return;
+      if (e instanceof HttpError && e.status === 403 && box) { say($(box), e.message, "error forbidden"); return; }
+      console.error(e);
+    };
     const run = async () => {
       if (running) { again = true; return running; }
       running = (async () => {
-        do { again = false; try { await fn(); } catch (e) { console.error(e); } } while (again);
+        do { again = false; try { await fn(); } catch (e) { failed(e); } } while (again);
       })();
       try { await running; } finally { running = null; }
     };
@@ -197,7 +221,7 @@
     drawHeat();
     counters.nodes = d.count;
     drawCounters();
-  });
+  }, "#totals");
 
   function nodeAt(ev) {
     const d = heat.data, L = heat.layout;
@@ -315,7 +339,7 @@
       el("thead", {}, el("tr", {}, ...["queue", "guaranteed", "usage", "max", "pending", "share / fair", ""].map((h) => el("th", { text: h })))),
       tbody));
     root.dataset.queuesReady = String(d.queues.length);
-  });
+  }, "#queues");
 
   // ------------------------------------------------------------ pods
 
@@ -419,7 +443,7 @@
           el("span", { class: g.key ? "group-key" : "group-key muted", text: g.key || GROUP_NONE[by] }),
           el("span", { class: "phases" }, ...phaseBadges(g.phases)))));
       const page = pages[i];
-      if (!page) return;
+      if (!page || !open) return; // closed while its page was fetched: the queued refresh draws it closed
       rows.push(...page.pods.map(podRow));
       const box = el("div", { class: "pager" });
       pager(box, page.total, pods.open.get(g.key), refreshPods);
@@ -431,7 +455,7 @@
     tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: cols, class: "empty", text: "No pods match." }))]));
     root.dataset.podGroups = String(d.group_count);
     root.dataset.podsReady = String(d.total);
-  });
+  }, "#pods-pager");
 
   function pager(box, total, state, reload) {
     const from = total ? state.offset + 1 : 0, to = Math.min(state.offset + state.limit, total);
@@ -482,7 +506,7 @@
     }
     pager($("#gangs-pager"), d.total, gangs, refreshGangs);
     root.dataset.gangsReady = String(d.total);
-  });
+  }, "#gangs-pager");
 
   let gangTimer = 0;
   $("#g-text").addEventListener("input", () => { clearTimeout(gangTimer); gangTimer = setTimeout(() => { gangs.offset = 0; refreshGangs(); }, 200); });
@@ -620,9 +644,11 @@
     }, wait);
   }
 
+  let events = null;
   function connect() {
     const live = $("#live");
-    const es = new EventSource("api/decisions");
+    if (events) events.close();
+    const es = events = new EventSource("api/decisions");
     es.onopen = () => { live.textContent = "live"; live.className = "live on"; };
     es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
     es.addEventListener("decision", (ev) => {
@@ -637,10 +663,11 @@
   // ------------------------------------------------------------ views
 
   async function refreshAll() {
-    if (!$("#overview").hidden) await Promise.all([refreshNodes(), refreshQueues(), refreshPods(), refreshGangs()]);
+    if (signedIn && !$("#overview").hidden) await Promise.all([refreshNodes(), refreshQueues(), refreshPods(), refreshGangs()]);
   }
 
   function route() {
+    if (!signedIn) return;
     const m = location.hash.match(/^#\/pod\/([^/]+)\/(.+)$/);
     if (m) {
       $("#overview").hidden = true;
@@ -658,9 +685,59 @@
     }
   }
 
+  // ------------------------------------------------------------ signing in
+
+  // With a Kubernetes authority (or ui.auth.tokenFile) every api/ call needs
+  // a caller: a 401 shows this form; signing in sets an HttpOnly session
+  // cookie (the page never holds the token after the POST).
+  let signedIn = false;
+  function showSignIn() {
+    signedIn = false;
+    if (events) { events.close(); events = null; }
+    $("#overview").hidden = true;
+    $("#podview").hidden = true;
+    $("#signin").hidden = false;
+    $("#signout").hidden = true;
+    $("#who").textContent = "";
+    root.dataset.signin = "";
+    $("#signin-token").focus();
+  }
+
+  async function start() {
+    let me;
+    try { me = await getJSON("api/whoami"); } catch (e) { if (!(e instanceof HttpError && e.status === 401)) console.error(e); return; }
+    signedIn = true;
+    delete root.dataset.signin;
+    $("#signin").hidden = true;
+    $("#who").textContent = me.open ? "" : `signed in as ${me.user}`;
+    $("#signout").hidden = me.open;
+    route();
+    connect();
+  }
+
+  $("#signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const input = $("#signin-token"), err = $("#signin-error");
+    err.textContent = "";
+    try {
+      await postJSON("api/login", { token: input.value.trim() });
+    } catch (e) {
+      err.textContent = e.message;
+      return;
+    } finally {
+      input.value = "";
+    }
+    await start();
+  });
+
+  $("#signout").addEventListener("click", async () => {
+    try { await postJSON("api/logout", {}); } catch (e) { console.error(e); }
+    showSignIn();
+  });
+
+  $("#pod-filters").addEventListener("submit", (ev) => ev.preventDefault());
   window.addEventListener("hashchange", route);
   drawCounters();
-  route();
-  connect();
+  start();
   setInterval(refreshAll, 15000); // what decisions do not announce (nodes joining, queues reloaded)
 })();

@@ -29,16 +29,22 @@ class UpsertNodesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NODES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.Node]: ...
     def __init__(
         self,
         *,
         nodes: _abc.Iterable[_model_pb2.Node] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -49,16 +55,22 @@ class UpsertPodsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PODS_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.Pod]: ...
     def __init__(
         self,
         *,
         pods: _abc.Iterable[_model_pb2.Pod] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pods", b"pods"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pods", b"pods", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -69,16 +81,22 @@ class UpsertPodGroupsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     GROUPS_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def groups(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PodGroup]: ...
     def __init__(
         self,
         *,
         groups: _abc.Iterable[_model_pb2.PodGroup] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -89,16 +107,22 @@ class UpsertPodDisruptionBudgetsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     BUDGETS_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def budgets(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PodDisruptionBudget]: ...
     def __init__(
         self,
         *,
         budgets: _abc.Iterable[_model_pb2.PodDisruptionBudget] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budgets", b"budgets", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -131,16 +155,22 @@ class UpsertNamespacesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAMESPACES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def namespaces(self) -> _containers.RepeatedCompositeFieldContainer[Global___Namespace]: ...
     def __init__(
         self,
         *,
         namespaces: _abc.Iterable[Global___Namespace] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespaces", b"namespaces"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespaces", b"namespaces", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -195,16 +225,22 @@ class UpsertPersistentVolumesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PERSISTENT_VOLUMES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def persistent_volumes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PersistentVolume]: ...
     def __init__(
         self,
         *,
         persistent_volumes: _abc.Iterable[_model_pb2.PersistentVolume] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volumes", b"persistent_volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volumes", b"persistent_volumes", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -235,16 +271,22 @@ class UpsertPersistentVolumeClaimsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PERSISTENT_VOLUME_CLAIMS_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def persistent_volume_claims(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.PersistentVolumeClaim]: ...
     def __init__(
         self,
         *,
         persistent_volume_claims: _abc.Iterable[_model_pb2.PersistentVolumeClaim] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volume_claims", b"persistent_volume_claims"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["persistent_volume_claims", b"persistent_volume_claims", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -275,16 +317,22 @@ class UpsertStorageClassesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STORAGE_CLASSES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def storage_classes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.StorageClass]: ...
     def __init__(
         self,
         *,
         storage_classes: _abc.Iterable[_model_pb2.StorageClass] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["storage_classes", b"storage_classes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resync", b"resync", "storage_classes", b"storage_classes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -315,16 +363,22 @@ class UpsertCSINodesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CSI_NODES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def csi_nodes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.CSINode]: ...
     def __init__(
         self,
         *,
         csi_nodes: _abc.Iterable[_model_pb2.CSINode] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_nodes", b"csi_nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_nodes", b"csi_nodes", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -355,16 +409,22 @@ class UpsertDeviceClassesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DEVICE_CLASSES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def device_classes(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.DeviceClass]: ...
     def __init__(
         self,
         *,
         device_classes: _abc.Iterable[_model_pb2.DeviceClass] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_classes", b"device_classes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_classes", b"device_classes", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -395,16 +455,22 @@ class UpsertResourceSlicesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESOURCE_SLICES_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def resource_slices(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ResourceSlice]: ...
     def __init__(
         self,
         *,
         resource_slices: _abc.Iterable[_model_pb2.ResourceSlice] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_slices", b"resource_slices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_slices", b"resource_slices", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -435,16 +501,22 @@ class UpsertResourceClaimsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
+    resync: _builtins.bool
+    """Resync: this request is the feeder's whole view of the kind; Berth
+    deletes the ones it holds and the request lacks, in the same call.
+    """
     @_builtins.property
     def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.ResourceClaim]: ...
     def __init__(
         self,
         *,
         resource_claims: _abc.Iterable[_model_pb2.ResourceClaim] | None = ...,
+        resync: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_claims", b"resource_claims"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_claims", b"resource_claims", "resync", b"resync"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -475,15 +547,23 @@ class UpsertResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     UPSERTED_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    RESYNC_DELETED_FIELD_NUMBER: _builtins.int
     upserted: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
+    resync_deleted: _builtins.int
+    """With resync: how many objects the request lacked and Berth deleted."""
     def __init__(
         self,
         *,
         upserted: _builtins.int = ...,
+        epoch: _builtins.str = ...,
+        resync_deleted: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["upserted", b"upserted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "resync_deleted", b"resync_deleted", "upserted", b"upserted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -556,15 +636,18 @@ class DeleteResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DELETED_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     deleted: _builtins.int
+    epoch: _builtins.str
     def __init__(
         self,
         *,
         deleted: _builtins.int = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "epoch", b"epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -691,16 +774,19 @@ class ListNodesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NODES_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSummary]: ...
     def __init__(
         self,
         *,
         nodes: _abc.Iterable[Global___NodeSummary] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "nodes", b"nodes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -633,6 +633,7 @@ class SubmitRequest(_message.Message):
     PODS_FIELD_NUMBER: _builtins.int
     GROUP_FIELD_NUMBER: _builtins.int
     POD_MANIFESTS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[_model_pb2.Pod]: ...
     @_builtins.property
@@ -651,16 +652,24 @@ class SubmitRequest(_message.Message):
         what `Pod` does not carry (images, commands, volumes' sources).
         """
 
+    @_builtins.property
+    def idempotency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """One idempotency key per pod (or none): a retry with a key already
+        accepted answers that first outcome and submits nothing. Empty: the
+        pod's uid (itself defaulted from its namespace and name).
+        """
+
     def __init__(
         self,
         *,
         pods: _abc.Iterable[_model_pb2.Pod] | None = ...,
         group: _model_pb2.PodGroup | None = ...,
         pod_manifests: _abc.Iterable[_builtins.bytes] | None = ...,
+        idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["group", b"group"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "pod_manifests", b"pod_manifests", "pods", b"pods"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "idempotency_keys", b"idempotency_keys", "pod_manifests", b"pod_manifests", "pods", b"pods"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -708,16 +717,20 @@ class SubmitResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULTS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubmitResult]: ...
     def __init__(
         self,
         *,
         results: _abc.Iterable[Global___SubmitResult] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -751,17 +764,21 @@ class CancelResponse(_message.Message):
 
     CANCELLED_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     cancelled: _builtins.bool
     message: _builtins.str
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     def __init__(
         self,
         *,
         cancelled: _builtins.bool = ...,
         message: _builtins.str = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "epoch", b"epoch", "message", b"message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -773,8 +790,17 @@ class WatchDecisionsRequest(_message.Message):
 
     PODS_FIELD_NUMBER: _builtins.int
     REPLAY_FIELD_NUMBER: _builtins.int
+    SINCE_SERIAL_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     replay: _builtins.bool
     """First replay the latest decision of each known pod."""
+    since_serial: _builtins.int
+    """Resume after this serial (a Decision's `serial`): every later decision
+    kept, then live ones; OUT_OF_RANGE when it was compacted (list, then
+    watch from the newest serial seen). Unset: live decisions only.
+    """
+    epoch: _builtins.str
+    """The epoch `since_serial` belongs to: OUT_OF_RANGE when the server's differs."""
     @_builtins.property
     def pods(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Only decisions about these NAMESPACE/NAME keys; empty means all."""
@@ -784,12 +810,16 @@ class WatchDecisionsRequest(_message.Message):
         *,
         pods: _abc.Iterable[_builtins.str] | None = ...,
         replay: _builtins.bool = ...,
+        since_serial: _builtins.int | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_since_serial", b"_since_serial", "since_serial", b"since_serial"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pods", b"pods", "replay", b"replay"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_since_serial", b"_since_serial", "epoch", b"epoch", "pods", b"pods", "replay", b"replay", "since_serial", b"since_serial"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__since_serial: _TypeAlias = _typing.Literal["since_serial"]  # noqa: Y015
+    _WhichOneofArgType__since_serial: _TypeAlias = _typing.Literal["_since_serial", b"_since_serial"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__since_serial) -> _WhichOneofReturnType__since_serial | None: ...
 
 Global___WatchDecisionsRequest: _TypeAlias = WatchDecisionsRequest  # noqa: Y015
 
@@ -846,6 +876,8 @@ class Decision(_message.Message):
     REASONS_FIELD_NUMBER: _builtins.int
     TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
     ATTEMPTS_FIELD_NUMBER: _builtins.int
+    SERIAL_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     kind: Global___Decision.Kind.ValueType
     pod: _builtins.str
     """NAMESPACE/NAME"""
@@ -855,6 +887,11 @@ class Decision(_message.Message):
     timestamp_ms: _builtins.int
     attempts: _builtins.int
     """Counts every full scheduling attempt of the pod so far."""
+    serial: _builtins.int
+    """Its place in the server's decision log: one more than the previous
+    decision's; 0 from a server without a log (Kubernetes mode's standby).
+    """
+    epoch: _builtins.str
     @_builtins.property
     def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginReason]: ...
     def __init__(
@@ -868,10 +905,12 @@ class Decision(_message.Message):
         reasons: _abc.Iterable[Global___PluginReason] | None = ...,
         timestamp_ms: _builtins.int = ...,
         attempts: _builtins.int = ...,
+        serial: _builtins.int = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "kind", b"kind", "message", b"message", "node", b"node", "pod", b"pod", "reasons", b"reasons", "timestamp_ms", b"timestamp_ms", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "epoch", b"epoch", "kind", b"kind", "message", b"message", "node", b"node", "pod", b"pod", "reasons", b"reasons", "serial", b"serial", "timestamp_ms", b"timestamp_ms", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -886,16 +925,20 @@ class DecisionBatch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DECISIONS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Decision]: ...
     def __init__(
         self,
         *,
         decisions: _abc.Iterable[Global___Decision] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decisions", b"decisions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decisions", b"decisions", "epoch", b"epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1096,16 +1139,20 @@ class ListQueuesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     QUEUES_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueStatus]: ...
     def __init__(
         self,
         *,
         queues: _abc.Iterable[Global___QueueStatus] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["queues", b"queues"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "queues", b"queues"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1258,16 +1305,20 @@ class ListPodsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PODS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodRow]: ...
     def __init__(
         self,
         *,
         pods: _abc.Iterable[Global___PodRow] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pods", b"pods"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "pods", b"pods"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1364,6 +1415,7 @@ class WhyResponse(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     NODE_FIELD_NUMBER: _builtins.int
     CLOSEST_NODES_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
     pod: _builtins.str
     """NAMESPACE/NAME."""
     phase: _builtins.str
@@ -1375,6 +1427,8 @@ class WhyResponse(_message.Message):
     position: _builtins.int
     node: _builtins.str
     """The node it is bound, assumed or waiting on."""
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def blockers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Blocker]:
         """In order: gates and gangs, queue position, quota, node fit, preemption.
@@ -1396,10 +1450,11 @@ class WhyResponse(_message.Message):
         position: _builtins.int = ...,
         node: _builtins.str = ...,
         closest_nodes: _abc.Iterable[Global___ClosestNode] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blockers", b"blockers", "closest_nodes", b"closest_nodes", "node", b"node", "phase", b"phase", "pod", b"pod", "position", b"position", "queue", b"queue", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blockers", b"blockers", "closest_nodes", b"closest_nodes", "epoch", b"epoch", "node", b"node", "phase", b"phase", "pod", b"pod", "position", b"position", "queue", b"queue", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1634,16 +1689,20 @@ class ListPodGroupsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     GROUPS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
     @_builtins.property
     def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodGroupRow]: ...
     def __init__(
         self,
         *,
         groups: _abc.Iterable[Global___PodGroupRow] | None = ...,
+        epoch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "groups", b"groups"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,158 @@
+"""A standalone Berth stopped and started again on its store carries on
+(berth.scheduling.durable): bound pods stay bound, pending ones are queued
+again, queue usage follows, decisions keep their serials; Submit's
+idempotency keys, Cancel, and a feed's resync."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from berth.cluster import model
+from berth.errors import InvalidArgument, OutOfRange
+from berth.scheduling import batch
+from berth.store import SqliteStore
+from berth.testing import make_pod
+from tests.store.conftest import bound, nodes, pods, settled, standalone, usage
+
+
+async def test_bound_pods_stay_bound_and_queue_usage_follows_them_after_a_restart(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path)) as b:
+        b.cluster.upsert_nodes(nodes(4))
+        assert b.durable is not None
+        results = b.durable.submit(pods(f"p{i}" for i in range(20)))
+        assert all(r.accepted for r in results)
+        await settled(b)
+        before, used, serial = bound(b), usage(b), b.core.decisions.serial
+    assert len(before) == 20 and used["cpu"] == 20 * 500
+    async with standalone(SqliteStore(tmp_path)) as b:
+        assert bound(b) == before
+        assert usage(b) == used
+        assert b.core.decisions.serial == serial
+        assert b.durable is not None and b.durable.restored is not None and not b.durable.restored.created
+        b.durable.submit(pods(["late"]))
+        await settled(b)
+        assert b.core.decisions.serial > serial
+        assert bound(b).keys() == {*before, "team/late"}
+
+
+async def test_a_binding_not_yet_committed_comes_back_pending_and_is_placed_once(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
+    async with standalone(store, loop=False) as b:
+        b.cluster.upsert_nodes(nodes(2))
+        assert b.durable is not None
+        b.durable.submit(pods(["a"]))
+        await b.durable.sync()
+        # A crash after the bind but before its commit: the store never sees it.
+        store.put = lambda *args: None  # type: ignore[method-assign]
+        await b.cluster.bind(b.cluster.pods["team/a"], "n0")
+    async with standalone(SqliteStore(tmp_path)) as b:
+        await settled(b)
+        assert list(bound(b)) == ["team/a"]
+        assert usage(b)["cpu"] == 500
+
+
+async def test_a_retried_submit_gets_its_first_outcome_and_submits_nothing(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        first = b.durable.submit(pods(["a", "b"]), keys=["k-a", "k-b"])
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        # After a restart, the same keys: the first outcomes, even for a changed pod.
+        again = b.durable.submit(pods(["a", "b"], cpu="2"), keys=["k-a", "k-b"])
+        assert [(r.pod, r.uid, r.accepted, r.message) for r in again] == [
+            (r.pod, r.uid, r.accepted, r.message) for r in first
+        ]
+        resources = b.cluster.pods["team/a"].spec.containers[0].resources
+        assert resources is not None and resources.requests["cpu"] == "500m"
+
+
+@pytest.mark.parametrize(
+    ("keys", "error"),
+    [
+        (["only-one"], "idempotency_keys: 1 keys for 2 pods"),
+    ],
+)
+async def test_idempotency_keys_must_be_one_per_pod(tmp_path: Path, keys: list[str], error: str) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        with pytest.raises(InvalidArgument, match=error):
+            b.durable.submit(pods(["a", "b"]), keys=keys)
+        assert not b.cluster.pods
+
+
+async def test_a_key_used_twice_in_one_request_refuses_the_second_pod(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        r = b.durable.submit(pods(["a", "b"]), keys=["same", "same"])
+        assert r[0].accepted and not r[1].accepted and r[1].reason == batch.INVALID
+        assert "also pod 0's" in r[1].message
+
+
+async def test_a_cancelled_pod_submitted_again_is_created_again(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        b.durable.submit(pods(["a"]))
+        assert b.durable.cancel("team", "a").cancelled
+        assert "team/a" not in b.cluster.pods
+        (r,) = b.durable.submit(pods(["a"]))
+        assert r.accepted and r.message != "already submitted" and "team/a" in b.cluster.pods
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert "team/a" in b.cluster.pods
+
+
+async def test_a_resync_deletes_what_the_feeder_no_longer_has(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        b.cluster.upsert_nodes(nodes(5))
+        with b.durable.resync("nodes") as result:
+            b.cluster.upsert_nodes(nodes(2))
+        assert result.deleted == 3 and sorted(b.cluster.nodes) == ["n0", "n1"]
+        # A refused upsert deletes nothing.
+        bad = nodes(1)
+        bad[0].metadata.name = "Not A Name"
+        with pytest.raises(InvalidArgument), b.durable.resync("nodes"):
+            b.cluster.upsert_nodes(bad)
+        assert sorted(b.cluster.nodes) == ["n0", "n1"]
+        with pytest.raises(InvalidArgument, match="resync: not supported for pdbs"), b.durable.resync("pdbs"):
+            pass
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert sorted(b.cluster.nodes) == ["n0", "n1"]
+
+
+async def test_a_watch_resumes_after_a_serial_or_says_it_was_compacted(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), state={"decisions": {"maxEntries": 8}}) as b:
+        b.cluster.upsert_nodes(nodes(2))
+        assert b.durable is not None
+        b.durable.submit(pods(f"p{i}" for i in range(4)))
+        await settled(b)
+        log = b.core.decisions
+        assert log.serial >= 8 and len(log.history) <= 8
+        with pytest.raises(OutOfRange, match="was compacted") as e:
+            await anext(log.watch_since(since=0))
+        assert e.value.oldest == log.oldest
+        with pytest.raises(OutOfRange, match="is past the last serial"):
+            await anext(log.watch_since(since=log.serial + 1))
+        stream = log.watch_since(since=log.serial - 2)
+        first = await anext(stream)
+        assert [s for s, _ in first] == [log.serial - 1, log.serial]
+        b.durable.submit([make_pod("q", namespace="team", uid="", requests={"cpu": "1"})])
+        nxt = await anext(stream)
+        assert nxt[0][0] == first[-1][0] + 1
+        await stream.aclose()
+
+
+async def test_a_submitted_gang_is_restored_with_its_pods(tmp_path: Path) -> None:
+    group = model.PodGroup(metadata=model.ObjectMeta(name="g", namespace="team"), spec=model.PodGroupSpec(min_member=2))
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        assert all(r.accepted for r in b.durable.submit(pods(["a", "b"]), group))
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        restored = b.core.pod_groups.get("team", "g")
+        assert restored is not None and restored.spec.min_member == 2
+        assert {p.metadata.labels.get(model.LABEL_POD_GROUP) for p in b.cluster.pods.values()} == {"g"}
