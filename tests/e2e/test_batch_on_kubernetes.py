@@ -6,11 +6,16 @@ its message comes back), and reads show what the caller's RBAC shows
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+import yaml
 
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from tests.e2e.conftest import wait_for
@@ -19,6 +24,8 @@ from tests.e2e.kubeutil import get_pod, node_of, pod, service_account_token
 
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
+BERTH = [sys.executable, "-m", "berth.cli.main"]
 POD_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]}]
 
 
@@ -160,3 +167,62 @@ def test_reads_show_only_what_the_callers_rbac_shows(
     assert {"batch-0", "batch-1"} <= {n.name for n in nodes.nodes}
     alice_nodes = refused(cluster_stub.ListNodes, cluster_pb2.ListNodesRequest(), metadata=alice)
     assert alice_nodes.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+GANG = """\
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: NAME, namespace: team-a}
+spec: {minMember: 3}
+""" + "".join(
+    f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: NAME-{i}, namespace: team-a, labels: {{scheduling.x-k8s.io/pod-group: NAME}}}}
+spec:
+  schedulerName: berth
+  containers: [{{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: CPU}}}}}}]
+"""
+    for i in range(3)
+)
+
+
+def test_the_cli_submits_a_gang_as_the_caller_and_it_is_placed_all_or_nothing(
+    cluster: dict[str, str], start_berth: Any, kube: bed.Kube, tmp_path: Path
+) -> None:
+    """What the chart's NOTES tell a user to do: `berth submit -f gang.yaml
+    --wait` with a token of their own; the PodGroup and the pods are created
+    as them (the chart ships scheduler-plugins' PodGroup CRD)."""
+    crd = yaml.safe_load((ROOT / "helm/berth/files/scheduling.x-k8s.io_podgroups.yaml").read_text())
+    kube.create(crd, exist_ok=True)
+    wait_for(
+        "the PodGroup CRD served", lambda: kube.request("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")[0] == 200
+    )
+    podgroups = {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["create", "get"]}
+    gang_rules = [*POD_RULES, podgroups]
+    token = tmp_path / "token"
+    token.write_text(service_account_token(kube, "team-a", "gangs", rules=gang_rules))
+    berth = start_berth()
+    server = f"127.0.0.1:{berth.grpc_port}"
+
+    def submit(name: str, cpu: str, timeout: str) -> subprocess.CompletedProcess[str]:
+        (tmp_path / f"{name}.yaml").write_text(GANG.replace("NAME", name).replace("CPU", cpu))
+        argv = [*BERTH, "submit", "-f", str(tmp_path / f"{name}.yaml"), "--wait", "--timeout", timeout]
+        argv += ["--server", server, "--token-file", str(token)]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)}
+        )
+
+    # Two nodes of 2 cpu: three pods of 1.5 cpu cannot all fit, and none binds.
+    big = submit("big", "1500m", "8")
+    assert big.returncode != 0, big.stdout + big.stderr
+    assert all(node_of(kube, f"big-{i}", "team-a") is None for i in range(3))
+    created = kube.ok("GET", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/podgroups/big")
+    assert created["spec"]["minMember"] == 3
+    for i in range(3):  # make room: the big gang goes
+        kube.request("DELETE", f"/api/v1/namespaces/team-a/pods/big-{i}", gracePeriodSeconds="0")
+    # Three pods of 500m fit: all bind, and --wait says so.
+    small = submit("small", "500m", "60")
+    assert small.returncode == 0, small.stdout + small.stderr
+    assert {node_of(kube, f"small-{i}", "team-a") for i in range(3)} <= {"batch-0", "batch-1"}
+    assert all(node_of(kube, f"small-{i}", "team-a") for i in range(3))

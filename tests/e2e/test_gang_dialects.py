@@ -1,7 +1,8 @@
 """Gangs in the frameworks' dialects on the real control plane: a ``batch/v1``
 indexed Job whose pods the real Job controller creates, gang-scheduled all or
 nothing by Berth as a second scheduler, through Volcano's, Kueue's and
-scheduler-plugins' keys, with the PodGroup CRDs of tests/e2e/crds installed."""
+scheduler-plugins' keys, with the PodGroup CRDs installed (Volcano's from
+tests/e2e/crds, scheduler-plugins' as the chart ships it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from tests.e2e.controlplane import bed
 
 pytestmark = pytest.mark.e2e
 
-CRDS = Path(__file__).parent / "crds"
+#: Volcano's PodGroup CRD (test data), and scheduler-plugins' as the chart ships it.
+CRDS = [
+    *sorted((Path(__file__).parent / "crds").glob("*.yaml")),
+    Path(__file__).parents[2] / "helm" / "berth" / "files" / "scheduling.x-k8s.io_podgroups.yaml",
+]
 NS = "gangs"
 
 
@@ -26,7 +31,7 @@ def cluster(control_plane: bed.ControlPlane) -> Iterator[bed.Kube]:
     """Both PodGroup CRDs established, the namespace, and kube-controller-manager
     running the Job controller (``job-controller``, kube-controller-manager's name for it)."""
     kube = control_plane.kube()
-    for path in sorted(CRDS.glob("*.yaml")):
+    for path in CRDS:
         crd = yaml.safe_load(path.read_text())
         kube.create(crd)
         name = crd["metadata"]["name"]

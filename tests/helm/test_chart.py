@@ -245,6 +245,7 @@ def test_scheduler_role_renders_berth_only(render: Render) -> None:
         ("Pod", f"{FULLNAME}-test"),
         ("Secret", TOKEN_SECRET),
         ("CustomResourceDefinition", "queues.berth.dev"),  # queues.crd.install
+        ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),  # podGroups.crd.install
         # The leader-only Services (gRPC, dashboard) and the Role to label the leader's Pod.
         ("Service", f"{FULLNAME}-leader"),
         ("Service", f"{FULLNAME}-ui"),
@@ -269,6 +270,7 @@ def test_extender_role_adds_a_kube_scheduler_and_drops_the_lease(render: Render)
         ("Pod", f"{FULLNAME}-test"),
         ("Secret", TOKEN_SECRET),
         ("CustomResourceDefinition", "queues.berth.dev"),  # queues.crd.install
+        ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),  # podGroups.crd.install
         ("Service", f"{FULLNAME}-leader"),
         ("Service", f"{FULLNAME}-ui"),
         # kube-scheduler calls the verbs over mTLS by default: a generated CA and certificate.

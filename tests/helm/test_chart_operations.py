@@ -150,3 +150,15 @@ def test_notes_name_the_dashboard_and_leader_services(render: Render, tmp_path: 
     assert (f"{FULLNAME}-leader.{NAMESPACE}.svc:50051" in notes) == (role == "scheduler")
     assert ("get pods -l berth.dev/leader=true" in notes) == (role == "scheduler")
     assert "restart the Deployment" not in _notes(render, tmp_path, {"tls": {"enabled": True}})
+
+
+def test_the_podgroup_crd_is_scheduler_plugins_and_can_be_left_out(render: Render) -> None:
+    """`berth submit` of a gang creates scheduler-plugins PodGroups in
+    Kubernetes mode: the chart ships their CRD (kept on uninstall)."""
+    crd = render({}).one("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io")
+    assert crd["spec"]["group"] == "scheduling.x-k8s.io" and crd["spec"]["names"]["kind"] == "PodGroup"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert crd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "berth"
+    off = render({"podGroups": {"crd": {"install": False}}})
+    assert not [c for c in off.all("CustomResourceDefinition") if c["spec"]["group"] == "scheduling.x-k8s.io"]
