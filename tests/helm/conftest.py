@@ -138,7 +138,9 @@ Render = Callable[..., Rendered]
 
 @pytest.fixture(scope="session")
 def render(helm: Path, kube_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Render]:
-    """render(values, chart=, release=, namespace=) -> Rendered; raises HelmError with helm's stderr."""
+    """render(values, chart=, release=, namespace=, api_versions=) -> Rendered;
+    raises HelmError with helm's stderr. ``api_versions``: what the cluster
+    serves beyond Kubernetes' own (helm's --api-versions)."""
     tmp = tmp_path_factory.mktemp("helm-values")
     cache: dict[str, Rendered] = {}
 
@@ -148,9 +150,10 @@ def render(helm: Path, kube_version: str, tmp_path_factory: pytest.TempPathFacto
         chart: Path = CHART,
         release: str = RELEASE,
         namespace: str = NAMESPACE,
+        api_versions: tuple[str, ...] = (),
     ) -> Rendered:
         values = dict(values or {})
-        key = f"{chart}\n{release}\n{namespace}\n{yaml.safe_dump(values, sort_keys=True)}"
+        key = f"{chart}\n{release}\n{namespace}\n{api_versions}\n{yaml.safe_dump(values, sort_keys=True)}"
         if key not in cache:
             proc = run_helm(
                 helm,
@@ -163,6 +166,7 @@ def render(helm: Path, kube_version: str, tmp_path_factory: pytest.TempPathFacto
                 kube_version,
                 "--values",
                 str(values_file(tmp, values)),
+                *(f"--api-versions={v}" for v in api_versions),
             )
             if proc.returncode != 0:
                 raise HelmError(proc.stderr.strip())

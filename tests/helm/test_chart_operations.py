@@ -162,3 +162,32 @@ def test_the_podgroup_crd_is_scheduler_plugins_and_can_be_left_out(render: Rende
     assert crd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "berth"
     off = render({"podGroups": {"crd": {"install": False}}})
     assert not [c for c in off.all("CustomResourceDefinition") if c["spec"]["group"] == "scheduling.x-k8s.io"]
+
+
+@pytest.mark.parametrize(
+    ("values", "api_versions", "issued_by"),
+    [
+        # The extender role's default mTLS: cert-manager where the cluster serves it...
+        ({"role": "extender"}, ("cert-manager.io/v1",), "cert-manager"),
+        # ...a Secret the chart generates (a CA and one certificate for both sides) otherwise.
+        ({"role": "extender"}, (), "chart"),
+        # Said explicitly, either way.
+        ({"role": "extender", "tls": {"certManager": {"enabled": False}}}, ("cert-manager.io/v1",), "chart"),
+        # An existing Secret: nobody issues anything.
+        ({"role": "extender", "tls": {"secretName": "mine"}}, ("cert-manager.io/v1",), "nobody"),
+        # The scheduler role serves no extender verb: no TLS by default.
+        ({}, ("cert-manager.io/v1",), "none"),
+    ],
+)
+def test_who_issues_the_extender_certificates(
+    render: Render, values: dict[str, Any], api_versions: tuple[str, ...], issued_by: str
+) -> None:
+    r = render(values, api_versions=api_versions)
+    certificates = [c["metadata"]["name"] for c in r.all("Certificate")]
+    secrets = [s["metadata"]["name"] for s in r.all("Secret") if s.get("type") == "kubernetes.io/tls"]
+    assert (f"{FULLNAME}" in certificates) == (issued_by == "cert-manager")
+    assert (secrets == [f"{FULLNAME}-tls"]) == (issued_by == "chart")
+    if issued_by == "chart":
+        [secret] = [s for s in r.all("Secret") if s.get("type") == "kubernetes.io/tls"]
+        assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+        assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

@@ -265,7 +265,7 @@ httpGet:
 {{- if and (eq (toString .Values.tls.clientAuth) "true") (not (include "berth.tls" .)) }}
 {{- fail "tls.clientAuth: true needs tls.enabled: true" }}
 {{- end }}
-{{- if and .Values.tls.certManager.enabled (not (include "berth.tls" .)) }}
+{{- if and (eq (toString .Values.tls.certManager.enabled) "true") (not (include "berth.tls" .)) }}
 {{- fail "tls.certManager.enabled: true needs tls.enabled: true" }}
 {{- end }}
 {{- if not (or .Values.grpc.auth.token (include "berth.mtls" .) .Values.grpc.auth.allowUnauthenticatedMutations) }}
@@ -320,5 +320,15 @@ role's (kube-scheduler calls the verbs over mTLS). */}}
 {{- if include "berth.tls" . }}
 {{- if kindIs "bool" .Values.tls.clientAuth }}{{ if .Values.tls.clientAuth }}true{{ end }}
 {{- else if not (kindIs "bool" .Values.tls.enabled) }}true{{ end }}
+{{- end -}}
+{{- end }}
+
+{{/* cert-manager issues the TLS Secret ("true") or not (""): with TLS on and
+no tls.secretName, tls.certManager.enabled, by default whether the cluster
+serves cert-manager.io/v1 (otherwise the chart generates the Secret). */}}
+{{- define "berth.certManager" -}}
+{{- if include "berth.tls" . }}
+{{- if kindIs "bool" .Values.tls.certManager.enabled }}{{ if .Values.tls.certManager.enabled }}true{{ end }}
+{{- else if and (not .Values.tls.secretName) (.Capabilities.APIVersions.Has "cert-manager.io/v1") }}true{{ end }}
 {{- end -}}
 {{- end }}
