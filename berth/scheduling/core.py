@@ -39,6 +39,7 @@ from berth.scheduling.client import SourceClient
 from berth.scheduling.decisions import DecisionLog
 from berth.scheduling.dra_state import DraStore
 from berth.scheduling.state import NamespaceStore, PodDisruptionBudgetStore, PodGroupStore, PodStore, WorkloadStore
+from berth.scheduling.streams import StreamBudget
 from berth.scheduling.volume_state import VolumeStore
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ class Core:
         self.ready = False
         #: The scheduling loop, while this replica runs one (the leader).
         self.scheduler: Scheduler | None = None
+        #: The decision streams open on every door, per caller and in total.
+        self.streams = StreamBudget()
         #: Who vouches for callers and answers "may they see this" (Kubernetes
         #: mode: TokenReview and SubjectAccessReview through the API server;
         #: None: the doors check only their own static credentials).

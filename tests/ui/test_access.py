@@ -24,6 +24,7 @@ from berth import access, config, errors
 from berth.adapters.http import dashboard, security, signin
 from berth.cluster import model
 from berth.quota.tree import LABEL_QUEUE
+from berth.scheduling.streams import StreamBudget
 from berth.testing import make_node, make_pod
 from tests.loop.conftest import Berth, make_config, running
 
@@ -541,3 +542,18 @@ def test_the_page_has_no_inline_script_style_or_handler() -> None:
     assert "<script>" not in html and "<style" not in html and " style=" not in html
     assert not [a for a in ("onclick=", "onsubmit=", "onload=", "onerror=", "javascript:") if a in html]
     assert 'setAttribute("style"' not in files["app.js"] and "innerHTML" not in files["app.js"]
+
+
+async def test_a_caller_past_its_stream_bound_gets_429_and_the_others_still_stream(
+    client: Client, berth: Berth
+) -> None:
+    berth.core.streams = StreamBudget(per_caller=1, total=10)
+    async with client.get("/ui/api/decisions?replay=0", headers=bearer("alice-token")) as first:
+        await asyncio.wait_for(first.content.readuntil(b"\n\n"), 5)
+        again = await client.get("/ui/api/decisions?replay=0", headers=bearer("alice-token"))
+        assert again.status == 429
+        assert "alice" in (await again.json())["Error"] and "at most 1 per caller" in (await again.json())["Error"]
+        async with client.get("/ui/api/decisions?replay=0", headers=bearer("admin-token")) as other:
+            assert other.status == 200
+    await asyncio.sleep(0.05)
+    assert berth.core.streams.open_by == {}

@@ -209,12 +209,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
-        async for pairs in self._decisions(request, 0.0):
-            for serial, decision in pairs:
-                if await scope.admits(_namespace_of(decision.pod)):
-                    message = convert.decision_to_pb(decision)
-                    message.serial = serial
-                    yield message
+        with self.core.streams.open(_stream_owner(context)):
+            async for pairs in self._decisions(request, 0.0):
+                for serial, decision in pairs:
+                    if await scope.admits(_namespace_of(decision.pod)):
+                        message = convert.decision_to_pb(decision)
+                        message.serial = serial
+                        yield message
 
     async def WatchDecisionBatches(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
@@ -222,13 +223,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
-        async for pairs in self._decisions(request, DECISION_LINGER):
-            shown = await scope.filter(pairs, lambda p: _namespace_of(p[1].pod))
-            if shown:
-                message = convert.decision_batch_to_pb(d for _, d in shown)
-                for m, (serial, _) in zip(message.decisions, shown, strict=True):
-                    m.serial = serial
-                yield message
+        with self.core.streams.open(_stream_owner(context)):
+            async for pairs in self._decisions(request, DECISION_LINGER):
+                shown = await scope.filter(pairs, lambda p: _namespace_of(p[1].pod))
+                if shown:
+                    message = convert.decision_batch_to_pb(d for _, d in shown)
+                    for m, (serial, _) in zip(message.decisions, shown, strict=True):
+                        m.serial = serial
+                    yield message
 
     def _decisions(
         self, request: scheduler_pb2.WatchDecisionsRequest, linger: float
@@ -314,6 +316,16 @@ QUEUES_LIST = access.Attributes("list", "queues", "berth.dev")
 
 #: Pod manifests one Submit may carry (each is parsed on the event loop).
 MAX_MANIFESTS = 5000
+
+
+def _stream_owner(context: Any) -> str:
+    """Whose stream this is: the authenticated user, else the client's
+    address (without its port: one client, many connections)."""
+    caller = access.CALLER.get()
+    if caller is not access.ANYONE:
+        return f"user {caller.user}"
+    peer = str(context.peer() or "unknown")
+    return f"address {peer.rsplit(':', 1)[0]}"
 
 
 def _namespace_of(key: str) -> str:

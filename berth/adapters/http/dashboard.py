@@ -302,7 +302,21 @@ class _Visible:
 
 async def _decisions(request: web.Request, core: Core, door: signin.Door, app: web.Application) -> web.StreamResponse:
     """The decision stream (server-sent events), as the caller may see it;
-    it ends when the server stops or the session that opened it ends."""
+    it ends when the server stops or the session that opened it ends. Each
+    caller holds a bounded number of them (:mod:`berth.scheduling.streams`):
+    the one too many is 429."""
+    caller = access.CALLER.get()
+    owner = f"user {caller.user}" if caller is not access.ANYONE else f"address {request.remote}"
+    try:
+        with core.streams.open(owner):
+            return await _stream_decisions(request, core, door, app)
+    except errors.ResourceExhausted as e:
+        return http_errors.answer(HTTPStatus.TOO_MANY_REQUESTS, str(e))
+
+
+async def _stream_decisions(
+    request: web.Request, core: Core, door: signin.Door, app: web.Application
+) -> web.StreamResponse:
     replay = ui.int_param(request, "replay", ui.DEFAULT_REPLAY, 0, ui.MAX_REPLAY)
     closing = ui.streams_closing(app)
     visible = _Visible(core)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import heapq
 import importlib.resources
 import pathlib
@@ -611,6 +612,14 @@ def decision_json(d: Decision) -> dict[str, Any]:
     }
 
 
+#: Decisions whose event bytes are kept: every open stream writes the same
+#: bytes for one decision, encoded once (issue 28: with 2000 streams each
+#: decision was encoded 2000 times, 19.5 s of CPU for 300 pods). A decision
+#: is immutable and hashable: equal ones have equal bytes.
+ENCODED_EVENTS = 4096
+
+
+@functools.lru_cache(maxsize=ENCODED_EVENTS)
 def event(d: Decision) -> bytes:
     return b"event: decision\ndata: " + _encoder.encode(decision_json(d)) + b"\n\n"
 
