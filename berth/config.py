@@ -512,15 +512,28 @@ def _validate_aliases(cfg: BerthConfiguration) -> None:
             owner[alias] = path
 
 
+#: The largest configuration file read: four times a ConfigMap's 1 MiB, the
+#: most a configuration mounted from one can hold. A bigger file is refused
+#: before it is parsed (a 50 MB one held the loop 33 s: issue 28).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
 def load(path: str | Path | None) -> BerthConfiguration:
     """Read a configuration file (None: the defaults)."""
     if path is None:
         return parse({})
     p = Path(path)
     try:
-        text = p.read_text()
+        with p.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            mib = MAX_CONFIG_BYTES // (1024 * 1024)
+            raise ConfigError(f"{p}: larger than {mib} MiB; a configuration is far smaller")
+        text = raw.decode()
     except OSError as e:
         raise ConfigError(f"{p}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text: {e.reason} at byte {e.start}") from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:

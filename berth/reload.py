@@ -117,24 +117,43 @@ class ConfigReloader:
             forced = self._wake.is_set()
             self._wake.clear()
             try:
-                self.check(force=forced)
+                await self.check_off_loop(force=forced)
             except Exception:  # a bug must not end reloading for the life of the process
                 log.exception("re-reading the configuration %s failed; keeping the running configuration", self.path)
 
     def check(self, *, force: bool = False) -> bool:
         """Re-read the file if it changed since the last check (or ``force``);
         True when new queues were applied."""
+        if not self._due(force):
+            return False
+        return self._apply(self._load())
+
+    async def check_off_loop(self, *, force: bool = False) -> bool:
+        """:meth:`check`, parsing the file in a worker thread: reading and
+        validating a large file must not hold the event loop (issue 28); the
+        result is applied on the loop, where the core lives."""
+        if not self._due(force):
+            return False
+        return self._apply(await asyncio.to_thread(self._load))
+
+    def _due(self, force: bool) -> bool:
         signature = _signature(self.path)
         if signature == self._signature and not force:
             return False
         self._signature = signature
-        return self._reload()
+        return True
 
-    def _reload(self) -> bool:
+    def _load(self) -> config.BerthConfiguration | config.ConfigError:
+        """The file's configuration, or why it cannot be one (pure: no state
+        of Berth's is read or changed here, so it may run in a thread)."""
         try:
-            new = config.load(self.path)
+            return config.load(self.path)
         except config.ConfigError as e:
-            self._refuse(str(e))
+            return e
+
+    def _apply(self, new: config.BerthConfiguration | config.ConfigError) -> bool:
+        if isinstance(new, config.ConfigError):
+            self._refuse(str(new))
             return False
         applied = False
         if new.queues == self._core.cfg.queues:

@@ -11,6 +11,7 @@ import gc
 import logging
 import os
 import signal
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -461,3 +462,38 @@ async def test_sighup_without_a_configuration_file_is_logged_and_berth_keeps_run
             os.kill(os.getpid(), signal.SIGHUP)
             await asyncio.wait_for(warned.seen.wait(), 30)
         alive()
+
+
+# ---------------------------------------------------------------- off the loop (issue 28)
+
+
+def test_a_file_past_the_size_bound_is_refused_before_it_is_parsed(
+    started: tuple[Path, app.Berth, reload.ConfigReloader], caplog: pytest.LogCaptureFixture
+) -> None:
+    path, berth, reloader = started
+    path.write_text("queues: []\n# " + "x" * config.MAX_CONFIG_BYTES + "\n")
+    assert reloader.check() is False
+    assert refusals(caplog) == [
+        f"configuration {path} refused: larger than 4 MiB; a configuration is far smaller; "
+        "keeping the running configuration"
+    ]
+    assert queue_names(berth) == ["research"]
+
+
+async def test_the_file_is_parsed_in_a_thread_and_applied_on_the_loop(
+    started: tuple[Path, app.Berth, reload.ConfigReloader], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, berth, reloader = started
+    loop_thread = threading.get_ident()
+    parsed_in: list[int] = []
+    real_load = config.load
+
+    def load(p: Any) -> config.BerthConfiguration:
+        parsed_in.append(threading.get_ident())
+        return real_load(p)
+
+    monkeypatch.setattr(config, "load", load)
+    write(path, {"queues": TWO_QUEUES})
+    assert await reloader.check_off_loop() is True
+    assert parsed_in and parsed_in[0] != loop_thread
+    assert queue_names(berth) == ["research", "batch"]
