@@ -162,8 +162,10 @@ def build(
             features=feats,
             scheduling_groups=scheduling_groups,
             gangs=gang_index,
+            topologies=tuple(cfg.topologies),
         )
-        frameworks[prof.scheduler_name] = Framework(registry.resolve_profile(prof, feats), handle)
+        resolved = registry.resolve_profile(prof, feats, topology_aware=bool(cfg.topologies))
+        frameworks[prof.scheduler_name] = Framework(resolved, handle)
     core = Core(
         cfg,
         cache=cache,

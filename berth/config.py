@@ -37,6 +37,7 @@ from berth import features, gangs
 from berth.errors import InvalidArgument
 from berth.framework import registry
 from berth.framework.profile import DEFAULT_SCHEDULER_NAME, PluginConfig, PluginRef, Plugins, PluginSet, Profile
+from berth.gangs import topology
 from berth.quota import naming
 from berth.quota.spec import PreemptionSpec, QueueSpec, validate_queues
 
@@ -326,6 +327,10 @@ class BerthConfiguration(_Cfg):
     queue_aliases: dict[str, str] = {}
     #: Standalone Berth's state store (:class:`StateConfig`).
     state: StateConfig = msgspec.field(default_factory=StateConfig)
+    #: Topologies gangs may ask to be placed within (:mod:`berth.gangs.topology`,
+    #: Kueue's Topology: ``levels`` of node labels, widest first). Non-empty:
+    #: the TopologyGang plugin runs in every profile by default.
+    topologies: list[topology.TopologySpec] = []
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
@@ -480,10 +485,14 @@ def validate(cfg: BerthConfiguration) -> None:
     for alias, target in cfg.queue_aliases.items():
         if not alias or not target:
             raise ConfigError(f"queueAliases[{alias!r}]: neither the name nor the queue it means may be empty")
+    try:
+        topology.validate_topologies(cfg.topologies)
+    except ValueError as e:
+        raise ConfigError(f"topologies{e}") from None
     feats = cfg.features()
     for i, prof in enumerate(cfg.profiles):
         try:
-            registry.resolve_profile(prof, feats)
+            registry.resolve_profile(prof, feats, topology_aware=bool(cfg.topologies))
         except registry.RegistryError as e:
             raise ConfigError(f"profiles[{i}].{e}") from None
     if cfg.profile(cfg.extender.profile) is None:
@@ -492,7 +501,10 @@ def validate(cfg: BerthConfiguration) -> None:
         validate_queues(cfg.queues)
     except InvalidArgument as e:
         raise ConfigError(str(e)) from None
-    queue_sorts = {tuple(registry.resolve_profile(p, feats).queue_sort) for p in cfg.profiles}
+    queue_sorts = {
+        tuple(registry.resolve_profile(p, feats, topology_aware=bool(cfg.topologies)).queue_sort)
+        for p in cfg.profiles
+    }
     if len(queue_sorts) > 1:
         raise ConfigError("profiles: every profile must use the same queueSort plugin")
 

@@ -48,6 +48,7 @@ from berth.cache.infos import PodInfo
 from berth.cluster import dra, model, storage, workload_api
 from berth.framework.decision import Decision
 from berth.gangs import GangIndex
+from berth.gangs.topology import TopologySpec
 from berth.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -365,6 +366,8 @@ class Handle:
     #: Who is in which gang, in every enabled dialect (berth/gangs); None:
     #: Coscheduling builds one of its own (tests).
     gangs: GangIndex | None = None
+    #: The configuration's ``topologies`` (TopologyGang's levels); empty: none.
+    topologies: tuple[TopologySpec, ...] = ()
 
     @property
     def framework(self) -> Framework:

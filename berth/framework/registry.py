@@ -82,6 +82,7 @@ IN_TREE: dict[str, str] = {
     "DefaultBinder": "berth.plugins.default_binder:DefaultBinder",
     "NodeDeclaredFeatures": "berth.plugins.node_declared_features:NodeDeclaredFeatures",
     "GangScheduling": "berth.plugins.gangscheduling:GangScheduling",
+    "TopologyGang": "berth.plugins.topology_gang:TopologyGang",
 }
 
 #: kube-scheduler v1.37.2 ``apis/config/v1/default_plugins.go``
@@ -115,11 +116,14 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
 )
 
 
-def default_multi_point(feats: features.Features) -> tuple[tuple[str, int | None], ...]:
+def default_multi_point(
+    feats: features.Features, *, topology_aware: bool = False
+) -> tuple[tuple[str, int | None], ...]:
     """The default multiPoint set of ``feats``' release (``applyFeatureGates``):
     before 1.37 NodeUnschedulable ran before NodeName; NodeDeclaredFeatures is
     appended when its gate is on, GangScheduling when GenericWorkload is,
-    DynamicResources only when DRA is."""
+    DynamicResources only when DRA is; TopologyGang (Berth's) when the
+    configuration has ``topologies`` (``topology_aware``)."""
     out = list(DEFAULT_MULTI_POINT)
     if feats.version < features.KubeVersion(1, 37):
         i = out.index(("NodeName", None))
@@ -131,6 +135,8 @@ def default_multi_point(feats: features.Features) -> tuple[tuple[str, int | None
     # applyGangScheduling (default_plugins.go v1.37.2): appended with GenericWorkload.
     if feats.generic_workload:
         out.append(("GangScheduling", None))
+    if topology_aware:
+        out.append(("TopologyGang", None))
     return tuple(out)
 
 
@@ -280,9 +286,12 @@ def _check_weight(weight: int | None, path: str) -> None:
         raise RegistryError(f"{path}.weight: must be between 1 and {MAX_WEIGHT}, got {weight}")
 
 
-def resolve_profile(profile: Profile, feats: features.Features | None = None) -> ResolvedProfile:
+def resolve_profile(
+    profile: Profile, feats: features.Features | None = None, *, topology_aware: bool = False
+) -> ResolvedProfile:
     """Expand a profile's plugin configuration for the release and gates of
-    ``feats`` (default: the newest release); raises RegistryError."""
+    ``feats`` (default: the newest release), with TopologyGang among the
+    defaults when ``topology_aware`` (topologies are configured); raises RegistryError."""
     feats = feats or features.Features.newest()
     plugins = profile.plugins
     mp_user = plugins.multi_point
@@ -290,7 +299,7 @@ def resolve_profile(profile: Profile, feats: features.Features | None = None) ->
     disabled_all = any(d.name == "*" for d in mp_user.disabled)
     mp_disabled = {d.name for d in mp_user.disabled}
     if not disabled_all:
-        for name, weight in default_multi_point(feats):
+        for name, weight in default_multi_point(feats, topology_aware=topology_aware):
             if name not in mp_disabled and name in IN_TREE:
                 multi[name] = weight
     for j, ref in enumerate(mp_user.enabled):
