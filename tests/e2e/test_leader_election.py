@@ -3,6 +3,7 @@ over within the lease duration, and every pod is bound exactly once."""
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -61,3 +62,41 @@ def test_only_the_leader_binds_and_a_killed_leader_hands_over(
     scheduled = [e["regarding"]["name"] for e in events]
     assert sorted(scheduled) == sorted({*scheduled}), f"a pod was bound twice: {scheduled}"
     assert {f"le-first-{i}" for i in range(5)} | {f"le-after-{i}" for i in range(5)} <= set(scheduled)
+
+
+def test_a_leader_paused_past_its_lease_binds_nothing_after_it_resumes(
+    control_plane: bed.ControlPlane, kube: bed.Kube, start_berth: Any
+) -> None:
+    """SIGSTOP the leader past its Lease, let the standby take over, SIGCONT
+    it while pods keep arriving: the old leader writes no Binding (its last
+    renewal is older than renewDeadline: fenced), every pod is bound once, by
+    the new leader (issue 28: kube-scheduler and Berth before the fence bound
+    19-31 pods after the takeover)."""
+    for i in range(3):
+        control_plane.create_node(f"pause-{i}", cpu="8", memory="16Gi")
+    a = start_berth({"leaderElection": {**LEASE, "resourceName": "berth-pause"}}, name="pause-a")
+    b = start_berth({"leaderElection": {**LEASE, "resourceName": "berth-pause"}}, name="pause-b")
+
+    def lease_holder() -> str | None:
+        status, lease = kube.request("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/berth-pause")
+        return lease["spec"].get("holderIdentity") if status == 200 else None
+
+    old_id = wait_for("a lease holder", lease_holder, 20)
+    old = next(r for r in (a, b) if old_id in r.process.log.read_text())
+    old.process.proc.send_signal(signal.SIGSTOP)
+    try:
+        new_id = wait_for("the standby to take the lease", lambda: (h := lease_holder()) and h != old_id and h, 30)
+        for i in range(5):
+            kube.create(pod(f"pause-during-{i}"))
+    finally:
+        old.process.proc.send_signal(signal.SIGCONT)
+    for i in range(10):  # arriving while the old leader wakes up believing it leads
+        kube.create(pod(f"pause-after-{i}"))
+    names = [f"pause-during-{i}" for i in range(5)] + [f"pause-after-{i}" for i in range(10)]
+    wait_for("every pod bound", lambda: all(node_of(kube, n) for n in names), 40)
+    time.sleep(2)  # anything the old leader still had in flight would land by now
+    events = [e for e in binding_events(kube) if e["regarding"]["name"] in names]
+    by = {e["regarding"]["name"]: e["reportingInstance"] for e in events}
+    assert sorted(e["regarding"]["name"] for e in events) == sorted(names), "each pod bound exactly once"
+    assert set(by.values()) == {new_id}, f"the paused leader bound after the takeover: {by}"
+    assert old.process.alive()
