@@ -1,4 +1,4 @@
-"""``berth get pods|pod NAME|nodes|queues|podgroups``: what a running Berth
+"""``berth get pods|pod NAME|nodes|queues|podgroups|profiles``: what a running Berth
 holds, as ``kubectl get`` shows it (``-n``/``-A``, ``-o
 text|wide|json|yaml|name``, ``--watch``). ``berth nodes`` and ``berth
 queues`` are the older spellings of ``get nodes`` and ``get queues``."""
@@ -160,6 +160,19 @@ def _group_table(docs: list[Doc], wide: bool) -> list[list[str]]:
     return table
 
 
+def _profile_table(docs: list[Doc], wide: bool) -> list[list[str]]:
+    """A row per profile; wide: a row per extension point's plugins too."""
+    table = [["NAME", "ALIASES", "PLUGINS", "SCORE WEIGHTS"]]
+    for p in docs:
+        points = {e["extensionPoint"]: e["plugins"] for e in p["extensionPoints"]}
+        every = list(dict.fromkeys(n for names in points.values() for n in names))
+        weights = ",".join(f"{k}={v}" for k, v in sorted(p["weights"].items())) or "<none>"
+        table.append([p["schedulerName"], ",".join(p["aliases"]) or "<none>", str(len(every)), weights])
+        if wide:
+            table += [[f"  {point}", "", ",".join(names), ""] for point, names in points.items()]
+    return table
+
+
 # ---------------------------------------------------------------- resources
 
 
@@ -221,12 +234,22 @@ GROUP = Resource(
     _group_table,
     "No pod groups found in {where}.",
 )
+PROFILE = Resource(
+    "profile",
+    "profiles",
+    False,
+    lambda c, a: c.list_profiles(),
+    lambda c, a, n: c.get_profile(n),
+    _profile_table,
+    "No profiles.",
+)
 #: Every spelling kubectl users type, singular, plural and short.
 RESOURCES = {
     **dict.fromkeys(("pods", "pod", "po"), POD),
     **dict.fromkeys(("nodes", "node", "no"), NODE),
     **dict.fromkeys(("queues", "queue"), QUEUE),
     **dict.fromkeys(("podgroups", "podgroup", "pg"), GROUP),
+    **dict.fromkeys(("profiles", "profile"), PROFILE),
 }
 
 
@@ -364,7 +387,8 @@ EXAMPLES = """Examples:
   berth get pods --watch                # then a line per change, deletions included
   berth get nodes                       # requested/allocatable per node
   berth get queues research -o json
-  berth get podgroups -A                # gangs: members present, placed, waiting"""
+  berth get podgroups -A                # gangs: members present, placed, waiting
+  berth get profiles -o wide            # the plugins each profile runs, per extension point"""
 
 
 def add_get_options(p: argparse.ArgumentParser) -> None:
@@ -395,11 +419,15 @@ def register(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     """``get``, and the older ``nodes`` and ``queues``."""
     g = sub.add_parser(
         "get",
-        help="list pods, nodes, queues or pod groups (kubectl get)",
+        help="list pods, nodes, queues, pod groups or profiles (kubectl get)",
         formatter_class=formatter,
-        epilog=EXAMPLES + "\n\nResources: pods (pod, po), nodes (node, no), queues (queue), podgroups (podgroup, pg).",
+        epilog=EXAMPLES
+        + "\n\nResources: pods (pod, po), nodes (node, no), queues (queue), podgroups (podgroup, pg),"
+        + " profiles (profile).",
     )
-    g.add_argument("resource", choices=sorted(RESOURCES), metavar="RESOURCE", help="pods, nodes, queues or podgroups")
+    g.add_argument(
+        "resource", choices=sorted(RESOURCES), metavar="RESOURCE", help="pods, nodes, queues, podgroups or profiles"
+    )
     g.add_argument("names", nargs="*", metavar="NAME", help="only these (pods: NAME or NAMESPACE/NAME)")
     add_get_options(g)
     common.add_connection_options(g)

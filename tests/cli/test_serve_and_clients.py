@@ -80,6 +80,20 @@ def test_metrics_use_kube_scheduler_names(server: str) -> None:
         assert name in text
 
 
+def test_get_profiles_lists_the_running_plugins(server: str) -> None:
+    addr = server.split("|")[0]
+    table = cli("get", "profiles", "--server", addr).stdout.splitlines()
+    assert table[0].split() == ["NAME", "ALIASES", "PLUGINS", "SCORE", "WEIGHTS"]
+    assert table[1].split()[0] == "berth"
+    wide = cli("get", "profile", "berth", "-o", "wide", "--server", addr).stdout
+    assert "  filter" in wide and "NodeResourcesFit" in wide
+    [doc] = [json.loads(cli("get", "profiles", "-o", "json", "--server", addr).stdout)[0]]
+    points = {e["extensionPoint"]: e["plugins"] for e in doc["extensionPoints"]}
+    assert "NodeResourcesFit" in points["filter"] and doc["weights"]["NodeResourcesFit"] >= 1
+    missing = cli("get", "profile", "nope", "--server", addr, check=False)
+    assert missing.returncode == 1 and "profile 'nope' not found" in missing.stderr
+
+
 def test_client_errors_are_clear() -> None:
     res = cli("nodes", "--server", f"127.0.0.1:{free_port()}", check=False)
     assert res.returncode == 1 and "cannot reach Berth" in res.stderr

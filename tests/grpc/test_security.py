@@ -34,6 +34,7 @@ READ_ONLY = {
     "/berth.v1.Scheduler/Why",
     "/berth.v1.Scheduler/WhatIf",
     "/berth.v1.Scheduler/ListPodGroups",
+    "/berth.v1.Scheduler/ListProfiles",
     "/berth.v1.Cluster/ListNodes",
 }
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
 import grpc
+import msgspec
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -289,6 +290,25 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             raise scope.denial(request.namespace)
         rows = visibility.list_pod_groups(self.core, namespace=request.namespace or None)
         return convert.pod_group_rows_to_pb(await scope.filter(rows, lambda r: r.namespace))
+
+    async def ListProfiles(
+        self, request: scheduler_pb2.ListProfilesRequest, context: Any
+    ) -> scheduler_pb2.ListProfilesResponse:
+        """The profiles as resolved: defaults, the release's plugin set and
+        the configuration's changes applied (what runs, not what was written)."""
+        out = scheduler_pb2.ListProfilesResponse()
+        for name, fwk in self.core.frameworks.items():
+            resolved = fwk.resolved
+            prof = self.core.cfg.profile(name)
+            status = out.profiles.add(scheduler_name=name, aliases=list(prof.aliases) if prof is not None else [])
+            for point, plugins in resolved.points.items():
+                if plugins:
+                    status.extension_points.add(extension_point=point, plugins=list(plugins))
+            status.weights.update(resolved.weights)
+            for plugin, args in resolved.args.items():
+                if args:
+                    status.args_json[plugin] = msgspec.json.encode(args).decode()
+        return out
 
     async def Why(self, request: scheduler_pb2.WhyRequest, context: Any) -> scheduler_pb2.WhyResponse:
         if not request.name:

@@ -283,6 +283,17 @@ class AsyncClient:
     async def get_pod_group(self, name: str, namespace: str = "default") -> spb.PodGroupRow:
         return _named(await self.list_pod_groups(namespace), name, f"pod group {namespace}/{name} not found")
 
+    async def list_profiles(self) -> list[spb.ProfileStatus]:
+        """The profiles the server runs, as it resolved them: plugins per
+        extension point in order, score weights, each plugin's arguments."""
+        return list((await self._call(self.scheduler.ListProfiles, spb.ListProfilesRequest())).profiles)
+
+    async def get_profile(self, name: str) -> spb.ProfileStatus:
+        for p in await self.list_profiles():
+            if p.scheduler_name == name or name in p.aliases:
+                return p
+        raise errors.NotFound(f"profile {name!r} not found")
+
     async def why(self, name: str, namespace: str = "default") -> spb.WhyResponse:
         """Why the pod waits, and what would let it run (NotFound for a pod
         Berth does not know or does not schedule)."""

@@ -114,6 +114,12 @@ class Client:
     def get_pod_group(self, name: str, namespace: str = "default") -> spb.PodGroupRow:
         return self._run(self.aio.get_pod_group(name, namespace))
 
+    def list_profiles(self) -> list[spb.ProfileStatus]:
+        return self._run(self.aio.list_profiles())
+
+    def get_profile(self, name: str) -> spb.ProfileStatus:
+        return self._run(self.aio.get_profile(name))
+
     def why(self, name: str, namespace: str = "default") -> spb.WhyResponse:
         return self._run(self.aio.why(name, namespace))
 

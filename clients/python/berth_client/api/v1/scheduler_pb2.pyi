@@ -27,6 +27,152 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class ListProfilesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProfilesRequest: _TypeAlias = ListProfilesRequest  # noqa: Y015
+
+@_typing.final
+class ProfilePlugins(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXTENSION_POINT_FIELD_NUMBER: _builtins.int
+    PLUGINS_FIELD_NUMBER: _builtins.int
+    extension_point: _builtins.str
+    """multiPoint, preEnqueue, queueSort, preFilter, filter, postFilter,
+    preScore, score, reserve, permit, preBind, bind, postBind.
+    """
+    @_builtins.property
+    def plugins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        extension_point: _builtins.str = ...,
+        plugins: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extension_point", b"extension_point", "plugins", b"plugins"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProfilePlugins: _TypeAlias = ProfilePlugins  # noqa: Y015
+
+@_typing.final
+class ProfileStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class WeightsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ArgsJsonEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    SCHEDULER_NAME_FIELD_NUMBER: _builtins.int
+    ALIASES_FIELD_NUMBER: _builtins.int
+    EXTENSION_POINTS_FIELD_NUMBER: _builtins.int
+    WEIGHTS_FIELD_NUMBER: _builtins.int
+    ARGS_JSON_FIELD_NUMBER: _builtins.int
+    scheduler_name: _builtins.str
+    @_builtins.property
+    def aliases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Other schedulerNames whose pods this profile takes as its own."""
+
+    @_builtins.property
+    def extension_points(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProfilePlugins]: ...
+    @_builtins.property
+    def weights(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Score plugin -> weight."""
+
+    @_builtins.property
+    def args_json(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Plugin -> its arguments as JSON (only plugins that take arguments)."""
+
+    def __init__(
+        self,
+        *,
+        scheduler_name: _builtins.str = ...,
+        aliases: _abc.Iterable[_builtins.str] | None = ...,
+        extension_points: _abc.Iterable[Global___ProfilePlugins] | None = ...,
+        weights: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        args_json: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aliases", b"aliases", "args_json", b"args_json", "extension_points", b"extension_points", "scheduler_name", b"scheduler_name", "weights", b"weights"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProfileStatus: _TypeAlias = ProfileStatus  # noqa: Y015
+
+@_typing.final
+class ListProfilesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROFILES_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    epoch: _builtins.str
+    """The server's epoch (docs/grpc.md): changes only when its state was lost."""
+    @_builtins.property
+    def profiles(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProfileStatus]: ...
+    def __init__(
+        self,
+        *,
+        profiles: _abc.Iterable[Global___ProfileStatus] | None = ...,
+        epoch: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "profiles", b"profiles"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProfilesResponse: _TypeAlias = ListProfilesResponse  # noqa: Y015
+
+@_typing.final
 class NodeSet(_message.Message):
     """The nodes a verb is asked about: either names Berth resolves in its own
     cache (kube-scheduler's nodeCacheCapable: true) or full node objects.

@@ -109,6 +109,11 @@ class SchedulerStub:
                 request_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
                 response_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
                 _registered_method=True)
+        self.ListProfiles = channel.unary_unary(
+                '/berth.v1.Scheduler/ListProfiles',
+                request_serializer=berth_dot_v1_dot_scheduler__pb2.ListProfilesRequest.SerializeToString,
+                response_deserializer=berth_dot_v1_dot_scheduler__pb2.ListProfilesResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -240,6 +245,16 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListProfiles(self, request, context):
+        """Read-only. The profiles this Berth runs, as it resolved them: the
+        scheduler names (and aliases) each answers to, and per extension point
+        the plugins in the order they run, with score weights and each
+        plugin's arguments (`berth get profiles`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -317,6 +332,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListPodGroups,
                     request_deserializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.FromString,
                     response_serializer=berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.SerializeToString,
+            ),
+            'ListProfiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProfiles,
+                    request_deserializer=berth_dot_v1_dot_scheduler__pb2.ListProfilesRequest.FromString,
+                    response_serializer=berth_dot_v1_dot_scheduler__pb2.ListProfilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -724,6 +744,33 @@ class Scheduler:
             '/berth.v1.Scheduler/ListPodGroups',
             berth_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
             berth_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProfiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/berth.v1.Scheduler/ListProfiles',
+            berth_dot_v1_dot_scheduler__pb2.ListProfilesRequest.SerializeToString,
+            berth_dot_v1_dot_scheduler__pb2.ListProfilesResponse.FromString,
             options,
             channel_credentials,
             insecure,

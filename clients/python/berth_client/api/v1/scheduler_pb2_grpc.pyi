@@ -98,6 +98,12 @@ class SchedulerStub:
     or are still queued, and what the queued ones wait for
     (`berth get podgroups`).
     """
+    ListProfiles: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListProfilesRequest, _scheduler_pb2.ListProfilesResponse]
+    """Read-only. The profiles this Berth runs, as it resolved them: the
+    scheduler names (and aliases) each answers to, and per extension point
+    the plugins in the order they run, with score weights and each
+    plugin's arguments (`berth get profiles`).
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
@@ -162,6 +168,12 @@ class SchedulerAsyncStub(SchedulerStub):
     name: its minimum, how many members exist, are placed, wait at Permit
     or are still queued, and what the queued ones wait for
     (`berth get podgroups`).
+    """
+    ListProfiles: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListProfilesRequest, _scheduler_pb2.ListProfilesResponse]  # type: ignore[assignment]
+    """Read-only. The profiles this Berth runs, as it resolved them: the
+    scheduler names (and aliases) each answers to, and per extension point
+    the plugins in the order they run, with score weights and each
+    plugin's arguments (`berth get profiles`).
     """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
@@ -314,6 +326,18 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         name: its minimum, how many members exist, are placed, wait at Permit
         or are still queued, and what the queued ones wait for
         (`berth get podgroups`).
+        """
+
+    @_abc_1.abstractmethod
+    def ListProfiles(
+        self,
+        request: _scheduler_pb2.ListProfilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.ListProfilesResponse, _abc.Awaitable[_scheduler_pb2.ListProfilesResponse]]:
+        """Read-only. The profiles this Berth runs, as it resolved them: the
+        scheduler names (and aliases) each answers to, and per extension point
+        the plugins in the order they run, with score weights and each
+        plugin's arguments (`berth get profiles`).
         """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
