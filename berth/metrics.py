@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from berth import features
@@ -416,6 +416,12 @@ class Metrics:
         for kind, fn in (("nodes", nodes), ("pods", pods), ("assumed_pods", assumed)):
             self.cache_size.labels(kind).set_function(fn)
 
+    def state_store_from(self, backend: str, commits: Callable[[], int]) -> None:
+        """``berth_state_commits_total{backend}``, read from ``commits`` at
+        scrape time: standalone Berth's store (:mod:`berth.store`); each
+        commit is one transaction of a whole batch of changes."""
+        self.registry.register(_StateStoreCollector(backend, commits))
+
     def observations(self, child: Any) -> Observations:
         """``child`` (a labelled histogram child, or an unlabelled
         histogram) observed through :class:`Observations`; one per child,
@@ -427,6 +433,21 @@ class Metrics:
 
     def profile(self, name: str) -> ProfileRecorder:
         return ProfileRecorder(self, name)
+
+
+class _StateStoreCollector(Collector):
+    def __init__(self, backend: str, commits: Callable[[], int]) -> None:
+        self.backend = backend
+        self.commits = commits
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "berth_state_commits",
+            "Transactions the state store committed (each holds a whole batch of changes).",
+            labels=["backend"],
+        )
+        family.add_metric([self.backend], self.commits())
+        yield family
 
 
 class ProfileRecorder:

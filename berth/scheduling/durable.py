@@ -128,6 +128,7 @@ class Durable:
         self._keys_of_uid: dict[str, list[str]] = {}
         self._tracked: dict[str, _Tracked] = {}
         self.restored: Restored | None = None
+        core.metrics.state_store_from(store.backend, lambda: int(getattr(store, "commits", 0)))
 
     @property
     def epoch(self) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from berth import app, config
+from berth.store import MemoryStore
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 #: The most metrics one configuration registers: Kubernetes 1.37 with the
@@ -41,5 +42,6 @@ def documented() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def test_every_exported_metric_is_documented_with_its_type_and_labels() -> None:
-    registry = app.build(config.parse(FULL), run_loop=False).core.metrics.registry
+    # With a state store (standalone `berth serve`): its metric too.
+    registry = app.build(config.parse(FULL), run_loop=False, store=MemoryStore()).core.metrics.registry
     assert exported(registry) == documented()

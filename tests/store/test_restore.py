@@ -156,3 +156,15 @@ async def test_a_submitted_gang_is_restored_with_its_pods(tmp_path: Path) -> Non
         restored = b.core.pod_groups.get("team", "g")
         assert restored is not None and restored.spec.min_member == 2
         assert {p.metadata.labels.get(model.LABEL_POD_GROUP) for p in b.cluster.pods.values()} == {"g"}
+
+
+async def test_the_stores_commits_are_exported(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    async with standalone(SqliteStore(tmp_path)) as b:
+        b.cluster.upsert_nodes(nodes(2))
+        await b.durable.sync()  # type: ignore[union-attr]
+        text = generate_latest(b.core.metrics.registry).decode()
+    [line] = [x for x in text.splitlines() if x.startswith("berth_state_commits_total{")]
+    assert line.startswith('berth_state_commits_total{backend="sqlite"}')
+    assert float(line.rsplit(" ", 1)[1]) >= 1
