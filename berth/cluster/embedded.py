@@ -118,12 +118,18 @@ class EmbeddedCluster(StorageObjects):
 
     # ------------------------------------------------------------ feeding
 
-    def load(self, objects: Manifests) -> None:
-        """Load a manifest set, kind by kind, each kind one all-or-nothing batch."""
+    def load(self, objects: Manifests, *, validated: bool = False) -> None:
+        """Load a manifest set, kind by kind, each kind one all-or-nothing batch.
+
+        ``validated``: the nodes and pods passed Berth's validation when they
+        were first fed (a state store's restore): their per-object checks are
+        not run again — most of the cost of taking 50 000 pods back — while
+        the checks against the state being built (names, uids, nodeName
+        changes, int64 totals per node) still are."""
         # Namespaces and nodes first, so pods are judged with their namespaces'
         # labels and bound pods land on known nodes.
         self.upsert_namespaces(objects.namespaces)
-        self.upsert_nodes(objects.nodes)
+        self.upsert_nodes(objects.nodes, validated=validated)
         self.upsert_pod_groups(objects.pod_groups)
         for group in objects.scheduling_groups:  # checked when decoded (workload_api.decode)
             self.core.on_scheduling_group(group)
@@ -142,7 +148,7 @@ class EmbeddedCluster(StorageObjects):
         self.upsert_csi_storage_capacities(objects.csi_storage_capacities)
         self.upsert_persistent_volumes(objects.persistent_volumes)
         self.upsert_persistent_volume_claims(objects.persistent_volume_claims)
-        self.upsert_pods(objects.pods)
+        self.upsert_pods(objects.pods, validated=validated)
 
     def upsert_namespaces(self, namespaces: Iterable[model.Namespace]) -> int:
         """Create or replace namespaces, all or none. As the API server does
@@ -169,12 +175,13 @@ class EmbeddedCluster(StorageObjects):
                 n += 1
         return n
 
-    def upsert_nodes(self, nodes: Iterable[model.Node]) -> int:
+    def upsert_nodes(self, nodes: Iterable[model.Node], *, validated: bool = False) -> int:
         batch = list(nodes)
         seen: dict[str, int] = {}
         for i, node in enumerate(batch):
             at = f"nodes[{i}]"
-            _checked(at, node, validation.validate_node, manifests.validate_node)
+            if not validated:
+                _checked(at, node, validation.validate_node, manifests.validate_node)
             _first_seen(seen, node.metadata.name, "nodes", i, "metadata.name", "the same name")
         for node in batch:
             self.nodes[node.metadata.name] = node
@@ -191,13 +198,14 @@ class EmbeddedCluster(StorageObjects):
                 n += 1
         return n
 
-    def upsert_pods(self, pods: Iterable[model.Pod]) -> int:
+    def upsert_pods(self, pods: Iterable[model.Pod], *, validated: bool = False) -> int:
         batch = [_defaulted(p) for p in pods]
         keys: dict[str, int] = {}
         uids: dict[str, int] = {}
         for i, pod in enumerate(batch):
             at = f"pods[{i}]"
-            _checked(at, pod, validation.validate_pod, manifests.validate_pod)
+            if not validated:
+                _checked(at, pod, validation.validate_pod, manifests.validate_pod)
             key, uid = pod.key, pod.metadata.uid
             _first_seen(keys, key, "pods", i, "metadata.name", "the same namespace and name")
             _first_seen(uids, uid, "pods", i, "metadata.uid", "the same uid")

@@ -158,7 +158,9 @@ class Durable:
                 objs.resource_claim_templates.extend(by_key.values())  # type: ignore[arg-type]
             else:
                 getattr(objs, kind).extend(by_key.values())
-        self.cluster.load(objs)
+        # What the store holds passed validation when it was fed, and decodes
+        # into the typed model (codec): not validated again.
+        self.cluster.load(objs, validated=True)
         self._keep_objects()
         bound = sum(1 for p in stored_pods.values() if isinstance(p, model.Pod) and p.spec.node_name)
         self.restored = Restored(

@@ -6,6 +6,7 @@ idempotency keys, Cancel, and a feed's resync."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,27 @@ async def test_the_stores_commits_are_exported(tmp_path: Path) -> None:
     [line] = [x for x in text.splitlines() if x.startswith("berth_state_commits_total{")]
     assert line.startswith('berth_state_commits_total{backend="sqlite"}')
     assert float(line.rsplit(" ", 1)[1]) >= 1
+
+
+async def test_a_restore_does_not_validate_again_what_was_validated_when_fed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from berth.cluster import validation
+
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        b.cluster.upsert_nodes(nodes(2))
+        b.cluster.upsert_pods(pods(["a", "b"]))
+        await b.durable.sync()  # type: ignore[union-attr]
+    checked: list[str] = []
+    real = validation.validate_pod
+
+    def counting(pod: Any) -> None:
+        checked.append(pod.metadata.name)
+        real(pod)
+
+    monkeypatch.setattr(validation, "validate_pod", counting)
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert sorted(p.rsplit("/", 1)[1] for p in b.cluster.pods) == ["a", "b"]
+        assert checked == []  # restored as stored
+        b.cluster.upsert_pods(pods(["c"]))
+        assert checked == ["c"]  # a feed is still checked
