@@ -61,6 +61,13 @@ DENY_TTL_SECONDS = 10.0
 MAX_CACHED = 10000
 #: SubjectAccessReviews a :class:`Scope` sends at once.
 REVIEWS_AT_ONCE = 16
+#: Failed authentications one client (its address) may make per window;
+#: past them it is refused without asking: every unknown token costs the
+#: API server a TokenReview (a failure is not cached), and Berth must not
+#: be an amplifier against it (kube-apiserver's own webhook authenticator
+#: has no such bound; kube-rbac-proxy relies on the API server's APF).
+FAILURES_PER_WINDOW = 20
+FAILURE_WINDOW_SECONDS = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,15 +203,36 @@ class Authority:
         self._tokens = _Flights(lambda _: token_ttl, clock)
         self._access = _Flights(lambda answer: allow_ttl if answer[0] else deny_ttl, clock)  # type: ignore[index]
         self.reviews = 0  # reviews actually sent (tests and metrics)
+        self._clock = clock
+        #: client -> (window start, failures in it), the most recent clients kept.
+        self._failures: cachetools.LRUCache[str, tuple[float, int]] = cachetools.LRUCache(MAX_CACHED)
 
-    async def authenticate(self, token: str) -> Caller:
-        """The caller ``token`` belongs to (:class:`errors.Unauthenticated` otherwise)."""
+    async def authenticate(self, token: str, *, client: str = "") -> Caller:
+        """The caller ``token`` belongs to (:class:`errors.Unauthenticated`
+        otherwise). ``client`` (an address) makes at most
+        :data:`FAILURES_PER_WINDOW` failed attempts per window; past them it
+        is refused (:class:`errors.ResourceExhausted`) without a review."""
+        now = self._clock()
+        start, failures = self._failures.get(client, (now, 0)) if client else (now, 0)
+        if now - start >= FAILURE_WINDOW_SECONDS:
+            start, failures = now, 0
+        if client and failures >= FAILURES_PER_WINDOW:
+            wait = FAILURE_WINDOW_SECONDS - (now - start)
+            raise errors.ResourceExhausted(
+                f"too many failed authentications from {client} ({failures} in {FAILURE_WINDOW_SECONDS:.0f} s); "
+                f"retry in {wait:.0f} s"
+            )
 
         async def review() -> Caller:
             self.reviews += 1
             return await self.reviewer.review_token(token)
 
-        return await self._tokens.get(("token", token), review)
+        try:
+            return await self._tokens.get(("token", token), review)
+        except errors.Unauthenticated:
+            if client:
+                self._failures[client] = (start, failures + 1)
+            raise
 
     async def allowed(self, caller: Caller, attrs: Attributes) -> tuple[bool, str]:
         """Whether ``caller`` may do ``attrs`` (an unrestricted caller always may)."""

@@ -159,3 +159,26 @@ async def test_the_cache_is_bounded() -> None:
         await authority.authenticate(f"t{i}")
     await authority.authenticate("t0")  # evicted: reviewed again
     assert reviewer.token_reviews == access.MAX_CACHED + 11
+
+
+async def test_a_client_past_its_failed_authentications_is_refused_without_a_review() -> None:
+    reviewer = TableReviewer({"good": "alice"})
+    authority, now = _authority(reviewer)
+    for i in range(access.FAILURES_PER_WINDOW):
+        with pytest.raises(errors.Unauthenticated):
+            await authority.authenticate(f"bad-{i}", client="10.0.0.9")
+    assert reviewer.token_reviews == access.FAILURES_PER_WINDOW
+    with pytest.raises(errors.ResourceExhausted, match=r"too many failed authentications from 10\.0\.0\.9"):
+        await authority.authenticate("bad-x", client="10.0.0.9")
+    with pytest.raises(errors.ResourceExhausted):
+        await authority.authenticate("good", client="10.0.0.9")  # even a good token waits out the window
+    assert reviewer.token_reviews == access.FAILURES_PER_WINDOW  # none was sent
+    assert (await authority.authenticate("good", client="10.0.0.10")).user == "alice"  # others are not held
+    now[0] = access.FAILURE_WINDOW_SECONDS + 1
+    assert (await authority.authenticate("good", client="10.0.0.9")).user == "alice"  # a new window
+
+
+async def test_successes_do_not_count_against_a_client() -> None:
+    authority, _ = _authority(TableReviewer({"good": "alice"}))
+    for _ in range(access.FAILURES_PER_WINDOW * 2):
+        await authority.authenticate("good", client="10.0.0.9")

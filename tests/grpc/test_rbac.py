@@ -293,3 +293,16 @@ async def test_cancel_deletes_through_the_api_server_as_the_caller() -> None:
     assert mine.cancelled and writes.deleted == [("alice", "team-a", "a1", "uid-team-a-a1")]
     assert code == grpc.StatusCode.PERMISSION_DENIED
     assert not missing.cancelled and "not found" in missing.message
+
+
+async def test_a_client_guessing_tokens_is_held_before_the_api_server_is_asked_too_often() -> None:
+    async with serving(None) as s:
+        k = Kubernetes(s)
+        async with s.channel() as ch:
+            stub = scheduler_pb2_grpc.SchedulerStub(ch)
+            for i in range(access.FAILURES_PER_WINDOW):
+                code, _ = await _code(stub.ListPods(scheduler_pb2.ListPodsRequest(), metadata=bearer(f"guess-{i}")))
+                assert code == grpc.StatusCode.UNAUTHENTICATED
+            code, details = await _code(stub.ListPods(scheduler_pb2.ListPodsRequest(), metadata=bearer("guess-x")))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many failed authentications" in details
+    assert k.reviewer.token_reviews == access.FAILURES_PER_WINDOW

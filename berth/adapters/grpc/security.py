@@ -302,7 +302,7 @@ class Authenticator:
             if self.token is not None and hmac.compare_digest(presented.encode(), self.token):
                 return TOKEN_FILE_CALLER
             if authority is not None:
-                return await authority.authenticate(presented)
+                return await authority.authenticate(presented, client=_address(context))
             if self.token is not None:
                 raise errors.Unauthenticated(f"{method}: the bearer token is not the one in grpc.auth.tokenFile")
             # No token is configured and nobody could check one: as before, ignored.
@@ -320,6 +320,11 @@ class Authenticator:
         core = self.core
         if core is not None and method in LEADER_ONLY_METHODS and core.standby:
             raise errors.Unavailable(f"not the leader (leader is {core.leader or 'not known yet'}): ask the leader")
+
+
+def _address(context: grpc.aio.ServicerContext) -> str:
+    """The client's address, without its port (one client, many connections)."""
+    return str(context.peer() or "unknown").rsplit(":", 1)[0]
 
 
 def _certificate_caller(context: grpc.aio.ServicerContext, *, restricted: bool) -> access.Caller:

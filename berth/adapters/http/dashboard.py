@@ -153,6 +153,8 @@ def build_app(
             return http_errors.answer(
                 HTTPStatus.UNAUTHORIZED, f"{request.method} {request.path}: {e}", headers=dict(_REALM)
             )
+        except errors.ResourceExhausted as e:  # too many failed authentications from this address
+            return http_errors.answer(HTTPStatus.TOO_MANY_REQUESTS, f"{request.method} {request.path}: {e}")
         access.CALLER.set(caller)  # this request's task only
         return await handler(request)
 
@@ -208,9 +210,11 @@ def _add_routes(app: web.Application, core: Core, door: signin.Door) -> None:
         if not token:
             raise errors.InvalidArgument("token: required")
         try:
-            caller = await door.caller_of(token)
+            caller = await door.caller_of(token, request.remote or "")
         except errors.Unauthenticated as e:
             return http_errors.answer(HTTPStatus.UNAUTHORIZED, f"sign in: {e}", headers=dict(_REALM))
+        except errors.ResourceExhausted as e:  # too many failed sign-ins from this address
+            return http_errors.answer(HTTPStatus.TOO_MANY_REQUESTS, f"sign in: {e}")
         resp = ui.json_response({"user": caller.user, "groups": list(caller.groups)})
         door.sign_in(resp, token)
         return resp

@@ -144,15 +144,16 @@ class Door:
         """True: every caller is :data:`berth.access.ANYONE` (no sign-in)."""
         return self.authority is None and self.token is None and self.may_be_open
 
-    async def caller_of(self, token: str) -> access.Caller:
-        """Whose ``token`` is (:class:`errors.Unauthenticated` when nobody's)."""
+    async def caller_of(self, token: str, client: str = "") -> access.Caller:
+        """Whose ``token`` is (:class:`errors.Unauthenticated` when nobody's);
+        ``client``: the address failures are counted against."""
         if self.token is not None and hmac.compare_digest(token.encode(), self.token):
             return STATIC_TOKEN_CALLER
         if self.authority is None:
             if self.token is None:
                 raise errors.Unauthenticated("nothing here can check a token (no ui.auth.tokenFile)")
             raise errors.Unauthenticated("the token is not the one in ui.auth.tokenFile")
-        return await self.authority.authenticate(token)
+        return await self.authority.authenticate(token, client=client)
 
     async def authenticate(self, request: web.BaseRequest) -> access.Caller:
         """The caller of ``request``: its bearer token's, else its session's."""
@@ -165,7 +166,7 @@ class Door:
             if token is None:
                 why = "the session ended" if sid else "no credential"
                 raise errors.Unauthenticated(f"{why}: sign in with a token, or send 'Authorization: Bearer <token>'")
-        return await self.caller_of(token)
+        return await self.caller_of(token, request.remote or "")
 
     def session_alive(self, request: web.BaseRequest) -> bool:
         """False once the session ``request`` came with has ended (logout,
