@@ -70,7 +70,12 @@ def test_sigterm_releases_the_lease_and_a_standby_takes_over_within_its_retry_pe
     a = start_berth({"leaderElection": cfg}, name="roll-a")
     b = start_berth({"leaderElection": cfg}, name="roll-b")
     leader_id = wait_for("a lease holder", lambda: holder(kube), 30)
-    leader = next(r for r in (a, b) if leader_id in r.process.log.read_text())
+    # The leader's log says "<identity> is the leader"; a standby's names the holder too ("held by").
+    leader = wait_for(
+        "the leader's log to say so",
+        lambda: next((r for r in (a, b) if f"{leader_id} is the leader" in r.process.log.read_text()), None),
+        10,
+    )
     standby = b if leader is a else a
 
     leader.process.proc.terminate()  # SIGTERM, as the kubelet sends it in a rolling restart
@@ -81,7 +86,9 @@ def test_sigterm_releases_the_lease_and_a_standby_takes_over_within_its_retry_pe
     assert released_after < 1.5, f"the lease was released {released_after:.1f}s after SIGTERM"
     new_id = wait_for("the standby to take the lease", lambda: holder(kube) or None, 10, interval=0.05)
     took_over_after = time.monotonic() - sent
-    assert new_id in standby.process.log.read_text()
+    assert wait_for(
+        "the standby's log to say it leads", lambda: f"{new_id} is the leader" in standby.process.log.read_text(), 10
+    )
     assert took_over_after < 1 * 1.2 + 2.0, f"took over {took_over_after:.1f}s after SIGTERM (lease is 30s)"
     assert leader.process.proc.wait(15) == 0, leader.process.tail()
     assert "released Lease default/berth-lifecycle" in leader.process.log.read_text()

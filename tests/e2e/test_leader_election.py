@@ -46,8 +46,9 @@ def test_only_the_leader_binds_and_a_killed_leader_hands_over(
     assert reporters == {leader_id}, "only the leader binds"
 
     replicas = {a, b}
-    # Identify the leader process by its log (identity is printed when it takes the lease).
-    leader = next(r for r in replicas if leader_id in r.process.log.read_text())
+    # Identify the leader process by its log: it says "<identity> is the leader"
+    # when its term starts (a follower's log names the holder too, "held by").
+    leader = next(r for r in replicas if f"{leader_id} is the leader" in r.process.log.read_text())
     follower = (replicas - {leader}).pop()
     leader.process.kill()
     killed_at = time.monotonic()
@@ -57,7 +58,7 @@ def test_only_the_leader_binds_and_a_killed_leader_hands_over(
     wait_for("pods after the handover bound", lambda: all(node_of(kube, f"le-after-{i}") for i in range(5)), 30)
     handover = time.monotonic() - killed_at
     assert handover < LEASE["leaseDurationSeconds"] + 10
-    assert new_id in follower.process.log.read_text()
+    assert f"{new_id} is the leader" in follower.process.log.read_text()
     events = binding_events(kube)
     scheduled = [e["regarding"]["name"] for e in events]
     assert sorted(scheduled) == sorted({*scheduled}), f"a pod was bound twice: {scheduled}"
@@ -82,7 +83,11 @@ def test_a_leader_paused_past_its_lease_binds_nothing_after_it_resumes(
         return lease["spec"].get("holderIdentity") if status == 200 else None
 
     old_id = wait_for("a lease holder", lease_holder, 20)
-    old = next(r for r in (a, b) if old_id in r.process.log.read_text())
+    old = wait_for(
+        "the leader's log to say so",
+        lambda: next((r for r in (a, b) if f"{old_id} is the leader" in r.process.log.read_text()), None),
+        10,
+    )
     old.process.proc.send_signal(signal.SIGSTOP)
     try:
         new_id = wait_for("the standby to take the lease", lambda: (h := lease_holder()) and h != old_id and h, 30)

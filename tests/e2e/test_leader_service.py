@@ -72,7 +72,11 @@ def test_the_leader_labels_its_pod_and_a_new_leader_takes_the_label_over(
     follower = ({*replicas} - {leader}).pop()
     assert LABEL not in labels(kube, follower)
     held = wait_for("the lease held", lambda: holder(kube), 10)
-    assert held in replicas[leader].process.log.read_text(), "the labelled pod is the Lease holder's"
+    assert wait_for(
+        "the labelled pod's log to say it leads",
+        lambda: f"{held} is the leader" in replicas[leader].process.log.read_text(),
+        10,
+    ), "the labelled pod is the Lease holder's"
     kube.create(pod("ha-first"))
     wait_for("a pod bound by the first leader", lambda: node_of(kube, "ha-first"), 30)
 

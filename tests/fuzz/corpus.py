@@ -498,6 +498,7 @@ _BUILDERS: dict[str, Any] = {
         namespace=r.choice(("", *NAMESPACES)), phase=r.choice(("", "Active", "Bound", "Unschedulable", "Sleeping"))
     ),
     "Scheduler/ListPodGroups": lambda r: scheduler_pb2.ListPodGroupsRequest(namespace=r.choice(("", *NAMESPACES))),
+    "Scheduler/ListProfiles": lambda r: scheduler_pb2.ListProfilesRequest(),
     "Scheduler/Why": lambda r: scheduler_pb2.WhyRequest(
         namespace=r.choice(NAMESPACES), name=r.choice(("", *POD_NAMES))
     ),
@@ -583,6 +584,7 @@ _WEIGHTS = {
     "Scheduler/GetQueue": 1,
     "Scheduler/ListPods": 1,
     "Scheduler/ListPodGroups": 1,
+    "Scheduler/ListProfiles": 1,
     "Scheduler/Why": 2,
     "Scheduler/WhatIf": 2,
     "Cluster/UpsertNodes": 6,
