@@ -399,6 +399,11 @@ def _submitted(
 
 
 def _manifest_pod(raw: bytes, path: str) -> tuple[model.Pod, dict[str, Any]]:
+    """Berth's pod and the client's own object. The bytes are decoded twice
+    on purpose: the API server must get the object as written (every field,
+    Berth's model keeps only the scheduling ones), and Berth's pod comes from
+    the manifest parser with its strict checks (unknown and duplicate fields,
+    which a plain decode loses). A Submit holds at most MAX_MANIFESTS."""
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as e:
