@@ -128,33 +128,17 @@ def submit(
     feed = core.default_source
     if feed is None:
         raise FailedPrecondition("this Berth has no cluster to submit pods to")
-    group_name = ""
-    if group is not None:
-        group.metadata.namespace = group.metadata.namespace or "default"
-        try:
-            validation.validate_pod_group(group)
-        except ValueError as e:
-            raise InvalidArgument(f"group.{e}") from None
-        group_name = group.metadata.name
+    group_name = _group_name(group)
     results: list[SubmitResult] = []
     accepted: dict[str, model.Pod] = {}  # key -> pod, this request's
     uids: dict[str, str] = {}  # uid -> key, this request's
     for i, pod in enumerate(pods):
         at = paths[i] if paths is not None else f"pods[{i}]"
+        refusal, note = _judged(core, pod, at, group_name)
+        if refusal is not None:
+            results.append(refusal)
+            continue
         md = pod.metadata
-        md.namespace = md.namespace or "default"
-        if group_name:
-            md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
-        ours, note = _profile_of(core, pod)
-        if not ours:
-            results.append(SubmitResult(pod.key, message=f"{at}.{note}", reason=INVALID))
-            continue
-        try:
-            validation.validate_pod(pod)
-            manifests.validate_pod(pod)
-        except ValueError as e:
-            results.append(SubmitResult(pod.key, message=f"{at}.{e}", reason=INVALID))
-            continue
         md.uid = md.uid or manifests.default_uid(md.namespace, md.name)
         existing = accepted.get(pod.key) or core.pods.by_key(pod.key)
         if existing is not None:
@@ -200,6 +184,39 @@ def submit(
             raise FailedPrecondition(str(e)) from None
         raise
     return results
+
+
+def _group_name(group: model.PodGroup | None) -> str:
+    """The gang's name ("" none), its namespace defaulted; InvalidArgument
+    naming ``group.`` the field when the API server would refuse it."""
+    if group is None:
+        return ""
+    group.metadata.namespace = group.metadata.namespace or "default"
+    try:
+        validation.validate_pod_group(group)
+    except ValueError as e:
+        raise InvalidArgument(f"group.{e}") from None
+    return group.metadata.name
+
+
+def _judged(core: Core, pod: model.Pod, at: str, group_name: str) -> tuple[SubmitResult | None, str]:
+    """One submitted pod judged on its own, the same in both modes: its
+    namespace defaulted and its gang label set; (a refusal, "") when no
+    profile of Berth's schedules it or the API server would refuse it,
+    else (None, a note for its result, "" none)."""
+    md = pod.metadata
+    md.namespace = md.namespace or "default"
+    if group_name:
+        md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
+    ours, note = _profile_of(core, pod)
+    if not ours:
+        return SubmitResult(pod.key, message=f"{at}.{note}", reason=INVALID), ""
+    try:
+        validation.validate_pod(pod)
+        manifests.validate_pod(pod)
+    except ValueError as e:
+        return SubmitResult(pod.key, message=f"{at}.{e}", reason=INVALID), ""
+    return None, note
 
 
 def _profile_of(core: Core, pod: model.Pod) -> tuple[bool, str]:
@@ -282,31 +299,14 @@ async def submit_as(
     """
     if core.scheduler is None:
         raise FailedPrecondition("the scheduling loop is not running on this replica")
-    group_name = ""
-    if group is not None:
-        group.metadata.namespace = group.metadata.namespace or "default"
-        try:
-            validation.validate_pod_group(group)
-        except ValueError as e:
-            raise InvalidArgument(f"group.{e}") from None
-        group_name = group.metadata.name
+    group_name = _group_name(group)
     results: list[SubmitResult | None] = []
-    todo: list[tuple[int, model.Pod, dict[str, Any]]] = []
+    todo: list[tuple[int, model.Pod, dict[str, Any], str]] = []
     for i, pod in enumerate(pods):
         at = paths[i] if paths is not None else f"pods[{i}]"
-        md = pod.metadata
-        md.namespace = md.namespace or "default"
-        if group_name:
-            md.labels = {**md.labels, model.LABEL_POD_GROUP: group_name}
-        ours, note = _profile_of(core, pod)
-        if not ours:
-            results.append(SubmitResult(pod.key, message=f"{at}.{note}", reason=INVALID))
-            continue
-        try:
-            validation.validate_pod(pod)
-            manifests.validate_pod(pod)
-        except ValueError as e:
-            results.append(SubmitResult(pod.key, message=f"{at}.{e}", reason=INVALID))
+        refusal, note = _judged(core, pod, at, group_name)
+        if refusal is not None:
+            results.append(refusal)
             continue
         existing = core.pods.by_key(pod.key)
         if existing is not None and _same_pod(existing, pod):
@@ -314,12 +314,12 @@ async def submit_as(
             continue
         body = bodies[i] if bodies is not None and i < len(bodies) else None
         results.append(None)
-        todo.append((i, pod, _pod_body(pod, body, group_name)))
+        todo.append((i, pod, _pod_body(pod, body, group_name), note))
     if group is not None and todo:
         await writes.create_pod_group(caller, _group_body(group))
     gate = asyncio.Semaphore(CREATES_AT_ONCE)
 
-    async def create(i: int, pod: model.Pod, body: dict[str, Any]) -> None:
+    async def create(i: int, pod: model.Pod, body: dict[str, Any], note: str) -> None:
         at = paths[i] if paths is not None else f"pods[{i}]"
         async with gate:
             try:
@@ -328,11 +328,11 @@ async def submit_as(
                 results[i] = SubmitResult(pod.key, message=f"{at}: {e}", reason=_reason_of(e))
                 return
         uid = str(created.get("metadata", {}).get("uid", ""))
-        results[i] = SubmitResult(pod.key, uid, True)
+        results[i] = SubmitResult(pod.key, uid, True, note)
 
     async with asyncio.TaskGroup() as tg:
-        for i, pod, body in todo:
-            tg.create_task(create(i, pod, body))
+        for i, pod, body, note in todo:
+            tg.create_task(create(i, pod, body, note))
     done = [r for r in results if r is not None]
     refused = [r for r in done if not r.accepted]
     if todo and refused and len(refused) == len(done) and all(r.reason == "Forbidden" for r in refused):

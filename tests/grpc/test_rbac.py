@@ -306,3 +306,18 @@ async def test_a_client_guessing_tokens_is_held_before_the_api_server_is_asked_t
             code, details = await _code(stub.ListPods(scheduler_pb2.ListPodsRequest(), metadata=bearer("guess-x")))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many failed authentications" in details
     assert k.reviewer.token_reviews == access.FAILURES_PER_WINDOW
+
+
+async def test_a_pod_naming_no_scheduler_is_given_the_only_profile_and_told_so() -> None:
+    async with serving(None) as s:
+        Kubernetes(s)
+        writes = s.feed.as_caller = FakeWrites()  # type: ignore[attr-defined]
+        body = json.loads(manifest("plain", "team-a"))
+        del body["spec"]["schedulerName"]
+        async with s.channel() as ch:
+            resp = await scheduler_pb2_grpc.SchedulerStub(ch).Submit(
+                scheduler_pb2.SubmitRequest(pod_manifests=[json.dumps(body).encode()]), metadata=bearer("alice-token")
+            )
+    (result,) = resp.results
+    assert result.accepted and result.message == 'spec.schedulerName defaulted to "berth", the only profile'
+    assert writes.created[0][1]["spec"]["schedulerName"] == "berth"
