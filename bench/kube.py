@@ -4,10 +4,10 @@
     python -m bench.kube --shapes SchedulingBasic --repeat 3
     python -m bench.kube --nodes 200 --measure 300 --repeat 1   # a smoke run
 
-The end-to-end bed (tests/e2e/controlplane: etcd and kube-apiserver v1.34.4
+The end-to-end bed (tests/e2e/controlplane: etcd and kube-apiserver v1.37.2
 built from their Go modules) gets the nodes and pods of kube-scheduler's own
 scheduler_perf shapes (``test/integration/scheduler_perf/*/performance-config.yaml``
-at v1.34.4, templates ported in bench/workloads.py): SchedulingBasic,
+at v1.37.2, templates ported in bench/workloads.py): SchedulingBasic,
 TopologySpreading, SchedulingPodAntiAffinity, PreemptionBasic, PreemptionAsync,
 Unschedulable and SchedulingWithMixedChurn.
 
@@ -105,11 +105,12 @@ class Shape:
 SHAPES = {
     s.name: s
     for s in (
-        # misc/performance-config.yaml SchedulingBasic 5000Nodes_10000Pods (threshold 270)
+        # misc/performance-config.yaml SchedulingBasic 5000Nodes_10000Pods (threshold 680 in v1.37.2; 270 in v1.34.4)
         Shape("SchedulingBasic", 5000, "default", 1000, "default", 10000, target=1.5),
-        # topology_spreading/performance-config.yaml TopologySpreading 5000Nodes_5000Pods (threshold 85)
+        # topology_spreading/performance-config.yaml TopologySpreading 5000Nodes_5000Pods (threshold 460 in v1.37.2; 85 in v1.34.4)
         Shape("TopologySpreading", 5000, "default", 5000, "topology-spreading", 5000, target=3),
-        # affinity/performance-config.yaml SchedulingPodAntiAffinity 5000Nodes (1000 init in sched-0, 1000 in sched-1)
+        # affinity/performance-config.yaml SchedulingPodAntiAffinity 5000Nodes (1000 init in sched-0, 1000 in sched-1;
+        # no threshold for it, 180 for 5000Nodes_2000Pods in v1.37.2)
         Shape(
             "SchedulingPodAntiAffinity",
             5000,
@@ -121,7 +122,7 @@ SHAPES = {
             init_ns="sched-0",
             target=3,
         ),
-        # misc PreemptionBasic 1000Nodes (its 5000-node case is commented out upstream: "always seems to fail").
+        # default_preemption/performance-config.yaml (misc/ before 1.37) PreemptionBasic 1000Nodes (its 5000-node case is commented out upstream: "always seems to fail").
         # Both schedulers try (nominate, evict) every preemptor before binding
         # any, so the binds come in one burst of 1-2 s: the interior window is
         # a second or none, and the collection window is the figure.
@@ -136,7 +137,7 @@ SHAPES = {
             target=1,
             headline="collection",
         ),
-        # misc PreemptionAsync 5000Nodes: default pods measured while a
+        # default_preemption PreemptionAsync 5000Nodes: default pods measured while a
         # high-priority pod that must evict 3 of a node's 4 low-priority pods
         # arrives every 200 ms (threshold 570)
         Shape(
@@ -151,7 +152,7 @@ SHAPES = {
             reinit=True,
             target=1,
         ),
-        # misc Unschedulable 5kNodes/100Init/10kPods (threshold 140-170): a 9-CPU high-priority pod every 200 ms
+        # default_preemption Unschedulable 5kNodes/100Init/10kPods (threshold 590 in v1.37.2): a 9-CPU high-priority pod every 200 ms
         Shape("Unschedulable", 5000, "default", 100, "default", 10000, churn="create"),
         # misc SchedulingWithMixedChurn 5000Nodes (2000 pods): node, 9-CPU pod and service recreated every 1 s
         Shape("SchedulingWithMixedChurn", 5000, None, 0, "default", 2000, churn="recreate"),

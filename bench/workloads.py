@@ -85,7 +85,7 @@ def node(i: int, *, cpu: str = "4", memory: str = "32Gi", pods: int = 110, reali
                     "kernelVersion": "6.1.0-18-cloud-amd64",
                     "osImage": "Debian GNU/Linux 12 (bookworm)",
                     "containerRuntimeVersion": "containerd://1.7.13",
-                    "kubeletVersion": "v1.34.1",
+                    "kubeletVersion": "v1.37.2",
                     "kubeProxyVersion": "",
                     "operatingSystem": "linux",
                     "architecture": "amd64",
@@ -239,7 +239,8 @@ WORKLOADS = {
 
 # ---------------------------------------------------------------- scheduler_perf
 # kube-scheduler's own templates (test/integration/scheduler_perf/templates at
-# v1.34.4), ported as dictionaries for the side-by-side on a real API server
+# v1.37.2: against v1.34.4 only the pause image of pod-default,
+# pod-with-topology-spreading and pod-with-pod-anti-affinity moved to 3.10.2), ported as dictionaries for the side-by-side on a real API server
 # (bench/kube.py). Priorities go through PriorityClasses (PERF_PRIORITY_CLASSES)
 # because the API server's Priority admission rejects a bare ``priority``;
 # scheduler_perf's own apiserver runs without that plugin.
@@ -256,13 +257,13 @@ def perf_node(i: int) -> dict[str, Any]:
     return n
 
 
-def _perf_container(cpu: str, memory: str = "500Mi", limits: bool = True) -> dict[str, Any]:
+def _perf_container(cpu: str, memory: str = "500Mi", limits: bool = True, pause: str = "3.10.1") -> dict[str, Any]:
     res: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
     if limits:
         res["limits"] = dict(res["requests"])
     return {
         "name": "pause",
-        "image": "registry.k8s.io/pause:3.10.1",
+        "image": f"registry.k8s.io/pause:{pause}",
         "ports": [{"containerPort": 80}],
         "resources": res,
     }
@@ -276,7 +277,7 @@ def perf_pod(template: str, name: str, namespace: str, scheduler_name: str) -> d
     labels: dict[str, str] = {}
     spec: dict[str, Any] = {"schedulerName": scheduler_name}
     if template == "default":
-        spec["containers"] = [_perf_container("100m")]
+        spec["containers"] = [_perf_container("100m", pause="3.10.2")]
     elif template == "low-priority":
         spec["terminationGracePeriodSeconds"] = 0
         spec["containers"] = [_perf_container("900m")]
@@ -296,7 +297,7 @@ def perf_pod(template: str, name: str, namespace: str, scheduler_name: str) -> d
                 "labelSelector": {"matchLabels": {"color": "blue"}},
             }
         ]
-        spec["containers"] = [_perf_container("100m")]
+        spec["containers"] = [_perf_container("100m", pause="3.10.2")]
     elif template == "anti-affinity":
         labels["color"] = "green"
         spec["affinity"] = {
@@ -310,7 +311,7 @@ def perf_pod(template: str, name: str, namespace: str, scheduler_name: str) -> d
                 ]
             }
         }
-        spec["containers"] = [_perf_container("100m")]
+        spec["containers"] = [_perf_container("100m", pause="3.10.2")]
     else:
         raise ValueError(f"unknown scheduler_perf template {template!r}")
     return {
