@@ -15,7 +15,7 @@ export BERTH_K8S_VERSION := $(K8S_VERSION)
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: image install run test test-fast test-matrix lint protos docs e2e e2e-deps browser-deps bench helm-lint openapi fuzz soak conformance clean
+.PHONY: image install run test test-fast test-matrix lint protos docs e2e e2e-deps browser-deps postgres-deps bench helm-lint openapi fuzz soak conformance clean
 
 install: $(STAMP)
 
@@ -36,22 +36,20 @@ run: install
 		--http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
 # Berth's container image from the Dockerfile, with whichever of docker,
-# podman or buildah is installed (docs/operations.md: push it and set the
+# podman or buildah can run here (docs/operations.md: push it and set the
 # chart's image.repository). IMAGE=registry/berth:tag names it.
 IMAGE ?= berth:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
+# scripts/image.sh picks the builder that can run (a docker whose daemon
+# answers, podman, buildah; Debian's buildah installed when none) and, where
+# no registry has the python base image, makes one from Debian's packages.
 image:
-	@tool=""; for t in docker podman buildah; do if command -v $$t >/dev/null 2>&1; then tool=$$t; break; fi; done; \
-	if [ -z "$$tool" ]; then \
-		echo "make image: no container build tool found; install one of: docker (https://docs.docker.com/engine/install/)," >&2; \
-		echo "  podman (apt-get install podman) or buildah (apt-get install buildah)" >&2; exit 1; fi; \
-	echo "make image: building $(IMAGE) with $$tool"; \
-	if [ "$$tool" = buildah ]; then buildah build -t $(IMAGE) .; else DOCKER_BUILDKIT=1 $$tool build -t $(IMAGE) .; fi
+	IMAGE=$(IMAGE) sh scripts/image.sh
 
 # Every test: unit, adapter, conformance, lint, the Helm chart, the
 # dashboard in a real browser (browser-deps) and the real-control-plane suite
 # (whose binaries e2e-deps builds once per machine).
-test: install lint e2e-deps browser-deps
+test: install lint e2e-deps browser-deps postgres-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Debian's chromium for the dashboard's browser tests (tests/ui), which
@@ -67,6 +65,21 @@ browser-deps:
 	if ! command -v apt-get >/dev/null; then echo "browser-deps: no apt-get; install a chromium at /usr/bin/chromium" >&2; exit 0; fi; \
 	echo "browser-deps: installing Debian's chromium"; \
 	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null
+
+# Debian's PostgreSQL server for the postgres state store's tests and
+# benchmark (tests/store/pgserver.py starts one per run, on loopback in a
+# temporary directory, as the postgres user when run as root). Installed
+# once per machine through apt-get, as root or with sudo, like chromium;
+# the package's own cluster is not started (the tests run their own).
+postgres-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else echo "postgres-deps: PostgreSQL is missing and installing it needs root: apt-get install postgresql" >&2; exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "postgres-deps: no apt-get; install PostgreSQL under /usr/lib/postgresql" >&2; exit 0; fi; \
+	echo "postgres-deps: installing Debian's postgresql"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq postgresql >/dev/null; \
+	if command -v pg_ctlcluster >/dev/null; then $$sudo pg_ctlcluster --force $$(ls /usr/lib/postgresql | sort -n | tail -1) main stop 2>/dev/null || true; fi
 
 # kube-apiserver, kube-scheduler, kube-controller-manager (of $(K8S_VERSION)),
 # etcd and helm, built from their Go modules at pinned versions into a
@@ -115,9 +128,14 @@ fuzz: install
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s --timeout 1800 -m "(fuzz or hypothesis) and not e2e" tests
 
 # The long soak: berth serve under 50 connections of mixed load for 240 s; RSS
-# and p99 must plateau (tests/soak; `make test` runs 15 s of it).
+# and p99 must plateau (tests/soak; `make test` runs 15 s of it). Beside the
+# same load: the expensive reads (WhatIf, Why over 3000 pods, feeds of 2000
+# pods, 1000 decision streams) 120 s a case, and SIGTERM 20 times in a row
+# (`make test`: WhatIf and Why 8 s, SIGTERM 3 times).
 soak: install
-	BERTH_SOAK_SECONDS=$${BERTH_SOAK_SECONDS:-240} $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/soak
+	BERTH_SOAK_SECONDS=$${BERTH_SOAK_SECONDS:-240} BERTH_SOAK_LONG=1 \
+		BERTH_SOAK_READS_SECONDS=$${BERTH_SOAK_READS_SECONDS:-120} BERTH_SOAK_SIGTERM_ROUNDS=$${BERTH_SOAK_SIGTERM_ROUNDS:-20} \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/soak
 
 # The fast suite only (no real control plane).
 test-fast: install

@@ -24,6 +24,7 @@ FULL = [
     ["bench.core", "throughput", "--workload", "preemption", "--nodes", "5000", "--pods", "300", "--repeat", "2"],
     ["bench.core", "memory", "--nodes", "5000", "--pods", "50000"],
     ["bench.queues", "--nodes", "5000", "--pods", "10000"],
+    ["bench.topology", "--nodes", "5000", "--gangs", "1000"],
     ["bench.extender", "cache", "--nodes", "5000"],
     ["bench.extender", "full", "--nodes", "5000"],
     ["bench.grpc_api", "--nodes", "5000", "--pods", "10000"],
@@ -36,12 +37,14 @@ FULL = [
     ["bench.kube", "--reference"],
     ["bench.dra", "--nodes", "500", "--init-pods", "2500", "--pods", "2500", "--repeat", "2"],
     ["bench.startup", "--nodes", "50", "--runs", "20"],
+    ["bench.reservations", "--nodes", "16", "--minutes", "20"],
 ]
 
 QUICK = [
     ["bench.core", "throughput", "--workload", "basic", "--nodes", "500", "--pods", "1000", "--repeat", "1"],
     ["bench.core", "memory", "--nodes", "500", "--pods", "5000"],
     ["bench.queues", "--nodes", "500", "--pods", "1000", "--repeat", "1"],
+    ["bench.topology", "--nodes", "500", "--gangs", "100", "--repeat", "1"],
     ["bench.extender", "cache", "--nodes", "500", "--iterations", "50", "--repeat", "1"],
     ["bench.extender", "full", "--nodes", "500", "--iterations", "3", "--repeat", "1"],
     ["bench.grpc_api", "--nodes", "500", "--pods", "500", "--iterations", "5", "--repeat", "1"],
@@ -65,6 +68,7 @@ QUICK = [
     ],
     ["bench.dra", "--nodes", "50", "--init-pods", "100", "--pods", "200", "--repeat", "1"],
     ["bench.startup", "--nodes", "10", "--runs", "3"],
+    ["bench.reservations", "--nodes", "16", "--minutes", "11"],
 ]
 
 
@@ -121,6 +125,8 @@ def _targets() -> list[tuple[str, str, str]]:
     row("berth submit 10000 pods, 5000 nodes >= 2000/s", v, "{:.0f} pods/s", None if v is None else v >= 2000)
     v = get("state-submit", "ratio")
     row("berth submit, sqlite / memory store >= 0.8", v, "{:.2f}", None if v is None else v >= 0.8)
+    v = get("state-submit", "postgres_ratio")
+    row("berth submit, postgres / memory store >= 0.5", v, "{:.2f}", None if v is None else v >= 0.5)
     v = get("state-restore", "sqlite", "median")
     row("restore 5000 nodes + 50000 pods < 5 s", v, "{:.2f} s", None if v is None else v < 5)
     v = get("memory-serve", "rss_mib")
@@ -131,8 +137,16 @@ def _targets() -> list[tuple[str, str, str]]:
         v = get(f"core-throughput-{wl}", "median_pods_per_second")
         ok = None if v is None or target is None else v >= target
         row(f"core throughput {wl}" + (f" >= {target} pods/s" if target else ""), v, "{:.0f} pods/s", ok)
+    v = get("reservations", "with", "p99_wait_s")
+    w, wo = get("reservations", "with", "bounded"), get("reservations", "without", "bounded")
+    ok = None if w is None or wo is None else w == 1 and wo == 0
+    row("64-pod gangs under singles: p99 wait with reservations (bounded)", v, "{:.0f} s", ok)
+    v = get("reservations", "without", "p99_wait_s")
+    row("  the same without reservations (unbounded: the run's length)", v, "{:.0f} s", None)
     v = get("queues-throughput", "ratio_queued_over_unqueued")
     row("50 queues / no queues pods/s >= 0.85", v, "{:.2f}", None if v is None else v >= 0.85)
+    v = get("topology-throughput", "ratio_with_over_without")
+    row("1000 gangs of 8, required rack / none pods/s >= 0.5", v, "{:.2f}", None if v is None else v >= 0.5)
     v = get("dra-throughput", "berth_in_process", "median_pods_per_second")
     at_size = get("dra-throughput", "nodes") == 500  # --quick's 50 nodes say nothing about the floor
     row("DRA 500 nodes, 1 claim/pod >= 40 pods/s", v, "{:.0f} pods/s", None if v is None or not at_size else v >= 40)

@@ -55,14 +55,16 @@ async def _throughput_once(
     pre: list[model.Pod],
     doc: dict[str, Any] | None = None,
     after: Callable[[app.Berth], None] | None = None,
+    nodes: list[model.Node] | None = None,
 ) -> tuple[float, int, float]:
     """One timed run on a fresh Berth built from configuration ``doc``:
     (wall seconds, pods bound, CPU seconds of this process meanwhile — less
     sensitive than the wall clock to other work on the machine). ``after``
-    inspects the Berth once the pods are bound (untimed)."""
+    inspects the Berth once the pods are bound (untimed); ``nodes``, when
+    given, replace the ``num_nodes`` standard ones."""
     berth = app.build(config.parse(doc or {}))
     cluster = berth.cluster
-    cluster.upsert_nodes(_nodes(num_nodes))
+    cluster.upsert_nodes(nodes if nodes is not None else _nodes(num_nodes))
     cluster.upsert_pods(pre)
     done = asyncio.Event()
     bound = 0

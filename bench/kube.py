@@ -107,7 +107,8 @@ SHAPES = {
     for s in (
         # misc/performance-config.yaml SchedulingBasic 5000Nodes_10000Pods (threshold 680 in v1.37.2; 270 in v1.34.4)
         Shape("SchedulingBasic", 5000, "default", 1000, "default", 10000, target=1.5),
-        # topology_spreading/performance-config.yaml TopologySpreading 5000Nodes_5000Pods (threshold 460 in v1.37.2; 85 in v1.34.4)
+        # topology_spreading/performance-config.yaml TopologySpreading 5000Nodes_5000Pods
+        # (threshold 460 in v1.37.2; 85 in v1.34.4)
         Shape("TopologySpreading", 5000, "default", 5000, "topology-spreading", 5000, target=3),
         # affinity/performance-config.yaml SchedulingPodAntiAffinity 5000Nodes (1000 init in sched-0, 1000 in sched-1;
         # no threshold for it, 180 for 5000Nodes_2000Pods in v1.37.2)
@@ -122,7 +123,8 @@ SHAPES = {
             init_ns="sched-0",
             target=3,
         ),
-        # default_preemption/performance-config.yaml (misc/ before 1.37) PreemptionBasic 1000Nodes (its 5000-node case is commented out upstream: "always seems to fail").
+        # default_preemption/performance-config.yaml (misc/ before 1.37) PreemptionBasic 1000Nodes
+        # (its 5000-node case is commented out upstream: "always seems to fail").
         # Both schedulers try (nominate, evict) every preemptor before binding
         # any, so the binds come in one burst of 1-2 s: the interior window is
         # a second or none, and the collection window is the figure.
@@ -152,7 +154,8 @@ SHAPES = {
             reinit=True,
             target=1,
         ),
-        # default_preemption Unschedulable 5kNodes/100Init/10kPods (threshold 590 in v1.37.2): a 9-CPU high-priority pod every 200 ms
+        # default_preemption Unschedulable 5kNodes/100Init/10kPods (threshold 590 in v1.37.2):
+        # a 9-CPU high-priority pod every 200 ms
         Shape("Unschedulable", 5000, "default", 100, "default", 10000, churn="create"),
         # misc SchedulingWithMixedChurn 5000Nodes (2000 pods): node, 9-CPU pod and service recreated every 1 s
         Shape("SchedulingWithMixedChurn", 5000, None, 0, "default", 2000, churn="recreate"),

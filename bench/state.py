@@ -6,10 +6,13 @@ same invocation:
 
 - ``submit``: ``berth submit -f FILE --wait`` of ``--pods`` pods on
   ``--nodes`` nodes (bench.grpc_api's ``cli`` measurement) against a
-  ``berth serve`` with the ``sqlite`` store and one with ``memory``, runs
-  alternating A B / B A; pods/s of each and the ratio sqlite / memory
-  (target >= 0.8).
-- ``restore``: a store holding ``--nodes`` nodes and ``--pods`` bound pods
+  ``berth serve`` with the ``sqlite`` store, one with ``memory`` and one
+  with ``postgres`` (a real server, tests/store/pgserver.py, started for
+  the run on loopback; left out where PostgreSQL is not installed), runs
+  alternating A B C / C B A; pods/s of each and the ratios sqlite / memory
+  (target >= 0.8) and postgres / memory (target >= 0.5).
+- ``restore``: a store (sqlite, and postgres where it is installed)
+  holding ``--nodes`` nodes and ``--pods`` bound pods
   (10 per node) is opened and fed back into a fresh Berth
   (:meth:`berth.scheduling.durable.Durable.restore`: read, decode, load
   through the embedded cluster); the reference is the same objects loaded
@@ -21,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,10 @@ from bench import server, stats, workloads
 from bench.grpc_api import _cli_once, _manifest
 from berth import app, config
 from berth.cluster import manifests, model
-from berth.store import SqliteStore
+from berth.store import PostgresStore, SqliteStore, StateStore
+from berth_client.aio import AsyncClient
+from berth_client.errors import BerthError
+from tests.store import pgserver
 
 
 def _load() -> str:
@@ -42,30 +50,62 @@ def _load() -> str:
 
 
 def submit(args: argparse.Namespace) -> dict[str, Any]:
-    print(f"state: berth submit --wait of {args.pods} pods on {args.nodes} nodes, sqlite vs memory", flush=True)
+    backends = ["sqlite", "memory"]
+    no_postgres = pgserver.available()
+    if no_postgres:
+        print(f"  postgres left out: {no_postgres}", flush=True)
+    else:
+        backends.append("postgres")
+    print(f"state: berth submit --wait of {args.pods} pods on {args.nodes} nodes, {' vs '.join(backends)}", flush=True)
     nodes = [workloads.node(i) for i in range(args.nodes)]
-    runs: dict[str, list[dict[str, float]]] = {"sqlite": [], "memory": []}
-    with tempfile.TemporaryDirectory(prefix="berth-state-") as tmp:
+    runs: dict[str, list[dict[str, float]]] = {b: [] for b in backends}
+    with tempfile.TemporaryDirectory(prefix="berth-state-") as tmp, contextlib.ExitStack() as stack:
+        pg = None if no_postgres else stack.enter_context(pgserver.running())
         for r in range(args.repeat):
-            order = ("sqlite", "memory") if r % 2 == 0 else ("memory", "sqlite")
-            for backend in order:
+            for backend in backends if r % 2 == 0 else backends[::-1]:
                 manifest = _manifest(Path(tmp), f"{backend}-{r}", args.pods)
                 state: dict[str, Any] = {"backend": backend}
                 if backend == "sqlite":
                     state["dir"] = str(Path(tmp) / f"state-{r}")
+                elif backend == "postgres" and pg is not None:
+                    state["dsn"] = pg.database(f"bench_{r}")
                 print(f"  {backend}:", flush=True)
                 with server.berth(nodes, {"state": state}) as ports:
+                    if backend == "postgres":
+                        # Ready as a standby at once; it loads the nodes once it leads.
+                        asyncio.run(_leading(ports["grpc"], len(nodes)))
                     runs[backend].append(_cli_once(ports["grpc"], ports["pid"], manifest, args.pods))
     out: dict[str, Any] = {}
     for backend, got in runs.items():
         out[backend] = stats.over_runs(got, "pods_per_second")
-    ratio = out["sqlite"]["median"] / out["memory"]["median"]
+    ratios = {b: out[b]["median"] / out["memory"]["median"] for b in backends if b != "memory"}
+    targets = {"sqlite": 0.8, "postgres": 0.5}
     print(
-        f"  sqlite {out['sqlite']['median']:.0f} pods/s, memory {out['memory']['median']:.0f} pods/s: "
-        f"ratio {ratio:.2f} (target >= 0.8); {_load()}",
+        "  "
+        + ", ".join(f"{b} {out[b]['median']:.0f} pods/s" for b in backends)
+        + ": "
+        + ", ".join(f"{b}/memory {v:.2f} (target >= {targets[b]})" for b, v in ratios.items())
+        + f"; {_load()}",
         flush=True,
     )
-    return {**out, "ratio": ratio, "target_ratio": 0.8, "runs": runs}
+    return {
+        **out,
+        "ratio": ratios["sqlite"],
+        "target_ratio": 0.8,
+        "postgres_ratio": ratios.get("postgres"),
+        "postgres_target_ratio": 0.5,
+        "runs": runs,
+    }
+
+
+async def _leading(grpc_port: int, num_nodes: int) -> None:
+    """Until the replica leads and holds its ``num_nodes`` nodes."""
+    async with AsyncClient(f"127.0.0.1:{grpc_port}", timeout=10) as client, asyncio.timeout(120):
+        while True:
+            with contextlib.suppress(BerthError):
+                if len(await client.list_nodes()) == num_nodes:
+                    return
+            await asyncio.sleep(0.1)
 
 
 def _objects(num_nodes: int, num_pods: int) -> tuple[list[model.Node], list[model.Pod]]:
@@ -80,8 +120,8 @@ def _objects(num_nodes: int, num_pods: int) -> tuple[list[model.Node], list[mode
     return nodes, pods
 
 
-async def _restore_once(directory: Path) -> float:
-    berth = app.build(config.parse({}), store=SqliteStore(directory))
+async def _restore_once(store: StateStore) -> float:
+    berth = app.build(config.parse({}), store=store)
     assert berth.durable is not None
     start = time.perf_counter()
     restored = await berth.durable.restore()
@@ -91,35 +131,45 @@ async def _restore_once(directory: Path) -> float:
     return seconds
 
 
+async def _fill(store: StateStore, nodes: list[model.Node], pods: list[model.Pod]) -> None:
+    await store.open()
+    for n in nodes:
+        store.put("nodes", n.metadata.name, n)
+    for p in pods:
+        store.put("pods", p.key, p)
+    await store.close()
+
+
 def restore(args: argparse.Namespace) -> dict[str, Any]:
-    print(f"state: restore {args.nodes} nodes + {args.pods} bound pods from sqlite vs loading them", flush=True)
+    no_postgres = pgserver.available()
+    backends = "sqlite" if no_postgres else "sqlite and postgres"
+    print(f"state: restore {args.nodes} nodes + {args.pods} bound pods from {backends} vs loading them", flush=True)
     nodes, pods = _objects(args.nodes, args.pods)
-    sqlite_runs, memory_runs = [], []
-    with tempfile.TemporaryDirectory(prefix="berth-restore-") as tmp:
+    runs: dict[str, list[dict[str, float]]] = {"sqlite": [], "memory": []}
+    with tempfile.TemporaryDirectory(prefix="berth-restore-") as tmp, contextlib.ExitStack() as stack:
         directory = Path(tmp) / "state"
-
-        async def fill() -> None:
-            store = SqliteStore(directory)
-            await store.open()
-            for n in nodes:
-                store.put("nodes", n.metadata.name, n)
-            for p in pods:
-                store.put("pods", p.key, p)
-            await store.close()
-
-        asyncio.run(fill())
+        stores: dict[str, Callable[[], StateStore]] = {"sqlite": lambda: SqliteStore(directory)}
+        if not no_postgres:
+            dsn = stack.enter_context(pgserver.running()).database("restore")
+            stores["postgres"] = lambda: PostgresStore(dsn)
+            runs["postgres"] = []
+        for new in stores.values():
+            asyncio.run(_fill(new(), nodes, pods))
         size = sum(f.stat().st_size for f in directory.iterdir())
         for _ in range(args.repeat):
-            sqlite_runs.append({"seconds": asyncio.run(_restore_once(directory))})
+            for backend, new in stores.items():
+                runs[backend].append({"seconds": asyncio.run(_restore_once(new()))})
             berth = app.build(config.parse({}))
             start = time.perf_counter()
             berth.cluster.load(manifests.Manifests(nodes=list(nodes), pods=list(pods)))
-            memory_runs.append({"seconds": time.perf_counter() - start})
-            print(f"  restore {sqlite_runs[-1]['seconds']:.2f} s, load {memory_runs[-1]['seconds']:.2f} s", flush=True)
-    out = {"sqlite": stats.over_runs(sqlite_runs, "seconds"), "memory": stats.over_runs(memory_runs, "seconds")}
+            runs["memory"].append({"seconds": time.perf_counter() - start})
+            print("  " + ", ".join(f"{b} {r[-1]['seconds']:.2f} s" for b, r in runs.items()), flush=True)
+    out = {backend: stats.over_runs(got, "seconds") for backend, got in runs.items()}
     print(
-        f"  restore from sqlite {out['sqlite']['median']:.2f} s (target < 5 s), the same objects loaded "
-        f"from memory {out['memory']['median']:.2f} s; store {size / 2**20:.0f} MiB; {_load()}",
+        "  restore from "
+        + ", ".join(f"{b} {out[b]['median']:.2f} s" for b in stores)
+        + f" (target < 5 s), the same objects loaded from memory {out['memory']['median']:.2f} s; "
+        f"sqlite store {size / 2**20:.0f} MiB; {_load()}",
         flush=True,
     )
     return {**out, "store_bytes": size, "target_seconds": 5.0}

@@ -42,3 +42,17 @@ def write(name: str, result: dict[str, Any]) -> Path:
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(result, indent=2))
     return out
+
+
+def compare(runs: dict[str, list[dict[str, float]]], measured: str, reference: str) -> dict[str, Any]:
+    """Two configurations' alternating runs side by side: each one's pods/s
+    and pods per CPU second over its runs, and ``measured`` / ``reference``
+    of both medians."""
+    per_wall = {name: over_runs(rs, "pods_per_second") for name, rs in runs.items()}
+    per_cpu = {name: over_runs(rs, "pods_per_cpu_second") for name, rs in runs.items()}
+    return {
+        "pods_per_second": per_wall,
+        "pods_per_cpu_second": per_cpu,
+        "ratio": per_wall[measured]["median"] / per_wall[reference]["median"],
+        "cpu_ratio": per_cpu[measured]["median"] / per_cpu[reference]["median"],
+    }

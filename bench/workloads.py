@@ -240,7 +240,8 @@ WORKLOADS = {
 # ---------------------------------------------------------------- scheduler_perf
 # kube-scheduler's own templates (test/integration/scheduler_perf/templates at
 # v1.37.2: against v1.34.4 only the pause image of pod-default,
-# pod-with-topology-spreading and pod-with-pod-anti-affinity moved to 3.10.2), ported as dictionaries for the side-by-side on a real API server
+# pod-with-topology-spreading and pod-with-pod-anti-affinity moved to 3.10.2),
+# ported as dictionaries for the side-by-side on a real API server
 # (bench/kube.py). Priorities go through PriorityClasses (PERF_PRIORITY_CLASSES)
 # because the API server's Priority admission rejects a bare ``priority``;
 # scheduler_perf's own apiserver runs without that plugin.

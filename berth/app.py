@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import gc
 import logging
 import random
@@ -30,14 +31,14 @@ from berth.adapters.grpc import security as grpc_security
 from berth.adapters.grpc.server import GrpcServer
 from berth.adapters.http import security as http_security
 from berth.adapters.http import server as http_server
-from berth.adapters.http.tls import server_ssl_context
 from berth.cache.cache import Cache
 from berth.cluster import manifests, workload_api
 from berth.cluster.embedded import EmbeddedCluster
-from berth.errors import InvalidArgument
+from berth.errors import InvalidArgument, Unavailable
 from berth.framework import registry
 from berth.framework.handle import Handle
 from berth.framework.runtime import Framework
+from berth.gangs import topology
 from berth.metrics import Metrics
 from berth.queue.nominator import Nominator
 from berth.queue.waiting import PodsInPreBind, WaitingPods
@@ -136,9 +137,13 @@ def build(
     client = SourceClient(
         pods, dra_store, bind_backoff=DEFAULT_BACKOFF if feats.version >= features.KubeVersion(1, 37) else None
     )
-    gang_index = gangs.GangIndex(cfg.gang_sources)
+    gang_index = gangs.GangIndex(
+        cfg.gang_sources, workload_groups=scheduling_groups if feats.generic_workload else None
+    )
     quota = new_queue_tree(cfg, cache, nominator, group_queue=gang_index.queue_of)
     quota_metrics.register(metrics.registry, quota)
+    # The configuration's topologies, then Kueue Topology objects as they come (core.on_topology).
+    topology_set = topology.TopologySet(cfg.topologies)
     frameworks: dict[str, Framework] = {}
     for prof in cfg.profiles:
         handle = Handle(
@@ -162,9 +167,11 @@ def build(
             features=feats,
             scheduling_groups=scheduling_groups,
             gangs=gang_index,
-            topologies=tuple(cfg.topologies),
+            topologies=topology_set,
         )
-        resolved = registry.resolve_profile(prof, feats, topology_aware=bool(cfg.topologies))
+        resolved = registry.resolve_profile(
+            prof, feats, topology_aware=cfg.topology_aware(), reservations=cfg.holds_reservations()
+        )
         frameworks[prof.scheduler_name] = Framework(resolved, handle)
     core = Core(
         cfg,
@@ -191,6 +198,7 @@ def build(
     )
     for fwk in frameworks.values():
         fwk.handle.activator = core
+    core.topologies = topology_set
     cluster = EmbeddedCluster(core)
     client.default_source = cluster
     scheduler: Scheduler | None = None
@@ -219,6 +227,72 @@ async def running(cfg: config.BerthConfiguration | None = None, **options: Any) 
             await task
         berth.core.client.cancel()
         await berth.core.client.drain()
+
+
+async def _restore(berth: Berth, cluster_file: str | Path | None, cluster_validate: manifests.ValidationMode) -> None:
+    """Standalone start: the store's state (waiting, with a shared store,
+    until this replica leads), else the demo's cluster file."""
+    core, store = berth.core, berth.durable.store if berth.durable is not None else None
+    restored = await berth.durable.restore() if berth.durable is not None else None
+    if restored is not None:
+        # A memory store made afresh (the demo's --cluster file) is nothing to report.
+        fresh_memory = restored.created and isinstance(store, state_store.MemoryStore)
+        log.log(
+            logging.DEBUG if fresh_memory else logging.INFO,
+            "state (%s, epoch %s): %s; %d objects, %d pods (%d bound), %d decisions up to serial %d in %.2f s",
+            state_store.describe(store) if store is not None else "none",
+            restored.epoch,
+            "created" if restored.created else "restored",
+            restored.objects,
+            restored.pods,
+            restored.bound,
+            restored.decisions,
+            restored.serial,
+            restored.seconds,
+        )
+    if cluster_file is not None and restored is not None and not restored.created:
+        log.info("%s not loaded: the state store already holds this Berth's cluster", cluster_file)
+    elif cluster_file is not None:
+        objects = manifests.load(cluster_file, validate=cluster_validate)
+        berth.cluster.load(objects)
+        if objects.queues:  # Queue objects: judged with the configuration's queues, all or nothing
+            try:
+                core.load_queue_objects(objects.queues)
+            except InvalidArgument as e:
+                raise manifests.ManifestError(f"{cluster_file}: {e}") from None
+        berth.cluster.log_summary()
+
+
+async def _lead_shared(
+    berth: Berth,
+    store: state_store.PostgresStore,
+    cluster_file: str | Path | None,
+    cluster_validate: manifests.ValidationMode,
+) -> None:
+    """A replica sharing a postgres store (:mod:`berth.store.postgres`):
+    stand by until it leads, restore, then schedule until the leadership is
+    lost, which raises :class:`Unavailable` (the process then exits, as
+    kube-scheduler does on "leaderelection lost")."""
+    await _restore(berth, cluster_file, cluster_validate)
+    core = berth.core
+    if berth.cfg.run_scheduling_loop:
+        berth.scheduler = Scheduler(core)
+        berth.scheduler.attach()
+    core.standby_holds_nothing = False  # its doors answer from now on
+    log.info("%s leads: scheduling", store.identity)
+    tasks = {asyncio.create_task(berth.run_loop(), name="scheduling-loop"), asyncio.create_task(store.lost.wait())}
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if not store.lost.is_set():
+            await store.lost.wait()
+    finally:
+        core.standby_holds_nothing = True  # what it holds is no longer the store's: refuse until it exits
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if berth.scheduler is not None:
+            await berth.scheduler.detach()
+    raise Unavailable(f"state: {store.identity} is no longer the leader; exiting (restart it to stand by again)")
 
 
 async def serve(
@@ -267,44 +341,32 @@ async def serve(
     # Standalone Berth keeps its state (sqlite by default; memory for the
     # demo's --cluster file unless `state:` names a store); in Kubernetes
     # mode the API server is the only store.
-    store = None if kube else state_store.new_store(cfg.state, default_backend="memory" if cluster_file else "sqlite")
+    store = (
+        None
+        if kube
+        else state_store.new_store(
+            cfg.state, default_backend="memory" if cluster_file else "sqlite", lease=cfg.leader_election
+        )
+    )
+    # Replicas sharing a postgres store stand by until they lead (_lead_shared).
+    shared = store if isinstance(store, state_store.PostgresStore) else None
     # In Kubernetes mode the leader starts the loop (KubernetesRunner).
-    berth = build(cfg, run_loop=False if kube else None, feats=feats, store=store)
+    berth = build(cfg, run_loop=False if kube or shared else None, feats=feats, store=store)
     core = berth.core
     runner_k8s = None
     if api is not None:
         from berth.adapters.kubernetes.runner import KubernetesRunner
 
         runner_k8s = KubernetesRunner(core, api)
+    elif shared is not None:
+        # A standby holds nothing (it restores when it leads): its doors
+        # refuse every call, naming the leader, as a Kubernetes standby's.
+        core.standby_holds_nothing = True
+        core.leader = ""
+        shared.on_holder = functools.partial(setattr, core, "leader")
+        core.ready = True
     else:
-        restored = await berth.durable.restore() if berth.durable is not None else None
-        if restored is not None:
-            # A memory store made afresh (the demo's --cluster file) is nothing to report.
-            fresh_memory = restored.created and isinstance(store, state_store.MemoryStore)
-            log.log(
-                logging.DEBUG if fresh_memory else logging.INFO,
-                "state (%s, epoch %s): %s; %d objects, %d pods (%d bound), %d decisions up to serial %d in %.2f s",
-                state_store.describe(store) if store is not None else "none",
-                restored.epoch,
-                "created" if restored.created else "restored",
-                restored.objects,
-                restored.pods,
-                restored.bound,
-                restored.decisions,
-                restored.serial,
-                restored.seconds,
-            )
-        if cluster_file is not None and restored is not None and not restored.created:
-            log.info("%s not loaded: the state store already holds this Berth's cluster", cluster_file)
-        elif cluster_file is not None:
-            objects = manifests.load(cluster_file, validate=cluster_validate)
-            berth.cluster.load(objects)
-            if objects.queues:  # Queue objects: judged with the configuration's queues, all or nothing
-                try:
-                    core.load_queue_objects(objects.queues)
-                except InvalidArgument as e:
-                    raise manifests.ManifestError(f"{cluster_file}: {e}") from None
-            berth.cluster.log_summary()
+        await _restore(berth, cluster_file, cluster_validate)
         core.ready = True
 
     # The loaded cluster is long-lived: keep it out of the cyclic GC's
@@ -328,7 +390,7 @@ async def serve(
             try:
                 with _port_in_use("ui.port", "--ui-port", cfg.ui.host, cfg.ui.port):
                     ui_runner, ui_port = await http_server.start_dashboard(
-                        core, server_ssl_context(cfg.ui.tls, field="ui.tls")
+                        core, http_security.dashboard_ssl_context(cfg.ui)  # re-read on renewal
                     )
             except BaseException:
                 await asyncio.gather(runner.cleanup(), grpc.stop(grace=0))
@@ -340,6 +402,9 @@ async def serve(
     # Informers make /readyz ready after the first full sync; the leader schedules.
     kube_task = asyncio.create_task(runner_k8s.run(), name="kubernetes") if runner_k8s is not None else None
     loop_task = asyncio.create_task(berth.run_loop(), name="scheduling-loop") if berth.scheduler else None
+    lead_task = None
+    if shared is not None:
+        lead_task = asyncio.create_task(_lead_shared(berth, shared, cluster_file, cluster_validate), name="state-lead")
     dashboard = "off"
     if ui_runner is not None:
         dashboard = f"http{'s' if cfg.ui.tls else ''}://{_url_host(cfg.ui.host)}:{ui_port}/ui/"
@@ -375,7 +440,10 @@ async def serve(
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
     if kube_task is not None:
         waiters.append(kube_task)
+    if lead_task is not None:
+        waiters.append(lead_task)
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    ended = lead_task.exception() if lead_task is not None and lead_task.done() and not lead_task.cancelled() else None
     if kube_task is not None and kube_task.done() and not kube_task.cancelled() and kube_task.exception():
         log.error("the Kubernetes adapter stopped: %s", kube_task.exception())
     log.info("shutting down")
@@ -409,3 +477,5 @@ async def serve(
         await runner_k8s.close()
     if berth.durable is not None:
         await berth.durable.close()  # the last bindings' commit, then the lock
+    if ended is not None:
+        raise ended  # leadership of a shared store lost, or its restore failed: exit non-zero

@@ -161,6 +161,14 @@ class GrpcAuthConfig(_Cfg):
     #: everywhere (standalone: the token file or a client certificate);
     #: ``open`` — nobody is asked (logged as a warning in Kubernetes mode).
     reads: Literal["auto", "open", "required"] = "auto"
+    #: Kubernetes mode: a caller authenticated by its client certificate
+    #: (CN the user, each O a group) may Submit and Cancel, Berth writing
+    #: as it with Impersonate-User/-Group headers (kubectl --as, as
+    #: kube-rbac-proxy does); Berth's ServiceAccount then needs to
+    #: impersonate users and groups (the chart grants it only when this is
+    #: true: from Kubernetes 1.36 constrained to creating and deleting pods
+    #: and PodGroups). False: such callers read but cannot write.
+    impersonate_certificate_callers: bool = False
 
 
 class GrpcConfig(_Cfg):
@@ -179,6 +187,48 @@ class GrpcConfig(_Cfg):
     auth: GrpcAuthConfig = msgspec.field(default_factory=GrpcAuthConfig)
 
 
+class FairnessLevelConfig(_Cfg):
+    """One priority level (berth/scheduling/fairness.py): APF's
+    ``nominalConcurrencyShares`` and ``queueLengthLimit``, per caller."""
+
+    #: Requests of this level executing at once, every caller together.
+    concurrency: int
+    #: Requests of one caller (user, else address) executing at once.
+    per_caller: int
+    #: Requests of one caller waiting; one more is RESOURCE_EXHAUSTED / 429
+    #: (APF's default queueLengthLimit).
+    queue_length: int = 50
+
+
+class FairnessConfig(_Cfg):
+    """Fairness between callers of the gRPC reads and feeds and the
+    dashboard's reads; the extender's verbs and the scheduling loop are
+    never queued."""
+
+    reads: FairnessLevelConfig = msgspec.field(default_factory=lambda: FairnessLevelConfig(concurrency=8, per_caller=2))
+    feeds: FairnessLevelConfig = msgspec.field(default_factory=lambda: FairnessLevelConfig(concurrency=2, per_caller=1))
+
+
+class UiRequestHeaderConfig(_Cfg):
+    """The dashboard behind an authenticating proxy, as kube-apiserver's
+    ``--requestheader-*`` flags: a request whose TLS client certificate was
+    signed by ``clientCAFile`` (with a common name in ``allowedNames``, when
+    any) is the user its headers name; anyone else's headers are ignored."""
+
+    #: The CA that signs the proxy's client certificate (needs ``ui.tls``).
+    client_ca_file: str = msgspec.field(name="clientCAFile")
+    #: Common names the proxy's certificate may have; empty: any the CA signed.
+    allowed_names: list[str] = []
+    #: Headers naming the user, the first non-empty one counts.
+    username_headers: list[str] = msgspec.field(default_factory=lambda: ["X-Remote-User"])
+    #: Headers naming the user's uid, the first non-empty one counts.
+    uid_headers: list[str] = []
+    #: Headers naming the user's groups, every value of each counts.
+    group_headers: list[str] = msgspec.field(default_factory=lambda: ["X-Remote-Group"])
+    #: Header prefixes of the user's extra fields (``X-Remote-Extra-Scopes: a``).
+    extra_header_prefixes: list[str] = msgspec.field(default_factory=lambda: ["X-Remote-Extra-"])
+
+
 class UiAuthConfig(_Cfg):
     """How the dashboard signs people in outside Kubernetes (in Kubernetes
     mode a Kubernetes bearer token is checked with a TokenReview)."""
@@ -187,6 +237,9 @@ class UiAuthConfig(_Cfg):
     #: ``Authorization: Bearer`` header) must present; its holder sees
     #: everything. Surrounding whitespace is ignored.
     token_file: str | None = None
+    #: Trust an authenticating proxy's user headers (UiRequestHeaderConfig);
+    #: the user is then authorised as a signed-in one is.
+    request_header: UiRequestHeaderConfig | None = None
 
 
 class UiConfig(_Cfg):
@@ -260,10 +313,17 @@ class StateConfig(_Cfg):
     ``memory`` with it (the demo) and in tests; Kubernetes mode keeps none
     (the API server is its store)."""
 
-    backend: Literal["memory", "sqlite"] | None = None
+    backend: Literal["memory", "sqlite", "postgres"] | None = None
     #: The sqlite store's directory; empty: ``$XDG_STATE_HOME/berth``
     #: (``~/.local/state/berth``). ``berth serve --state-dir`` sets it.
     dir: str = ""
+    #: The postgres store's server (a libpq URI, ``postgresql://user@host/db``),
+    #: or the file holding it (``dsnFile``, read at start: keeps a password
+    #: out of the configuration); exactly one with ``backend: postgres``.
+    #: Several replicas may share it: one leads (``leaderElection``'s
+    #: lease, renew deadline and retry period), the others stand by.
+    dsn: str = ""
+    dsn_file: str = ""
     decisions: StateDecisionsConfig = msgspec.field(default_factory=StateDecisionsConfig)
 
 
@@ -297,6 +357,8 @@ class BerthConfiguration(_Cfg):
     gang_schedule_timeout_seconds: float | None = None
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     grpc: GrpcConfig = msgspec.field(default_factory=GrpcConfig)
+    #: Per-caller concurrency and queues for reads and feeds (berth/scheduling/fairness.py).
+    fairness: FairnessConfig = msgspec.field(default_factory=FairnessConfig)
     #: The dashboard's own listener (berth/adapters/http/ui.py).
     ui: UiConfig = msgspec.field(default_factory=UiConfig)
     extender: ExtenderConfig = msgspec.field(default_factory=ExtenderConfig)
@@ -331,6 +393,23 @@ class BerthConfiguration(_Cfg):
     #: Kueue's Topology: ``levels`` of node labels, widest first). Non-empty:
     #: the TopologyGang plugin runs in every profile by default.
     topologies: list[topology.TopologySpec] = []
+    #: One topology without a name, ``topology: {levels: [...]}`` (docs/topology.md):
+    #: added to ``topologies`` as ``default`` when the configuration is read.
+    topology: topology.UnnamedTopologySpec | None = None
+    #: Also read Kueue ``Topology`` objects (kueue.x-k8s.io v1beta2, else
+    #: v1beta1) where the cluster serves them, and from the cluster file;
+    #: TopologyGang then runs even with no ``topologies``.
+    kueue_topologies: bool = False
+
+    def holds_reservations(self) -> bool:
+        """Whether a configured queue sets ``reservation``: the Reservation
+        plugin then runs in every profile by default (a queue given one
+        later, or a Queue object's, needs it enabled in the profile or a restart)."""
+        return any(q.reservation is not None for q in self.queues)
+
+    def topology_aware(self) -> bool:
+        """Whether TopologyGang runs in every profile by default."""
+        return bool(self.topologies) or self.kueue_topologies
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
@@ -388,6 +467,11 @@ def parse(doc: Mapping[str, Any] | None) -> BerthConfiguration:
     except msgspec.ValidationError as e:
         raise _msgspec_error(e) from None
     _apply_deprecated(cfg)
+    if cfg.topology is not None:
+        if any(t.name == "default" for t in cfg.topologies):
+            raise ConfigError("topology: a topology named 'default' is already in topologies: keep one")
+        cfg.topologies.append(cfg.topology.named())
+        cfg.topology = None
     validate(cfg)
     return cfg
 
@@ -427,6 +511,10 @@ def validate(cfg: BerthConfiguration) -> None:
         raise ConfigError("podMaxInUnschedulablePodsSeconds: must be greater than 0")
     if cfg.assumed_pod_ttl_seconds < 0:
         raise ConfigError("assumedPodTTLSeconds: must be 0 (never expire) or more")
+    if cfg.state.backend == "postgres" and bool(cfg.state.dsn) == bool(cfg.state.dsn_file):
+        raise ConfigError("state: backend postgres needs exactly one of dsn and dsnFile")
+    if cfg.state.backend != "postgres" and (cfg.state.dsn or cfg.state.dsn_file):
+        raise ConfigError("state.dsn/dsnFile: only for backend postgres")
     if cfg.state.decisions.max_entries < 1:
         raise ConfigError("state.decisions.maxEntries: must be at least 1")
     if cfg.state.decisions.max_bytes < 1024:
@@ -436,6 +524,14 @@ def validate(cfg: BerthConfiguration) -> None:
             raise ConfigError(f"{name}: {port} is not a valid port")
     if cfg.http.max_body_bytes <= 0:
         raise ConfigError("http.maxBodyBytes: must be greater than 0")
+    for level_name, level in (("reads", cfg.fairness.reads), ("feeds", cfg.fairness.feeds)):
+        for key, value in (
+            ("concurrency", level.concurrency),
+            ("perCaller", level.per_caller),
+            ("queueLength", level.queue_length),
+        ):
+            if value < 1:
+                raise ConfigError(f"fairness.{level_name}.{key}: must be at least 1, got {value}")
     if cfg.grpc.max_message_bytes <= 0:
         raise ConfigError("grpc.maxMessageBytes: must be greater than 0")
     for name, seconds in (
@@ -492,7 +588,9 @@ def validate(cfg: BerthConfiguration) -> None:
     feats = cfg.features()
     for i, prof in enumerate(cfg.profiles):
         try:
-            registry.resolve_profile(prof, feats, topology_aware=bool(cfg.topologies))
+            registry.resolve_profile(
+                prof, feats, topology_aware=cfg.topology_aware(), reservations=cfg.holds_reservations()
+            )
         except registry.RegistryError as e:
             raise ConfigError(f"profiles[{i}].{e}") from None
     if cfg.profile(cfg.extender.profile) is None:
@@ -502,7 +600,11 @@ def validate(cfg: BerthConfiguration) -> None:
     except InvalidArgument as e:
         raise ConfigError(str(e)) from None
     queue_sorts = {
-        tuple(registry.resolve_profile(p, feats, topology_aware=bool(cfg.topologies)).queue_sort)
+        tuple(
+            registry.resolve_profile(
+                p, feats, topology_aware=cfg.topology_aware(), reservations=cfg.holds_reservations()
+            ).queue_sort
+        )
         for p in cfg.profiles
     }
     if len(queue_sorts) > 1:

@@ -394,6 +394,19 @@ class Metrics:
             "Unix time of the last configuration re-read that was applied.",
             registry=r,
         )
+        # Reservations with backfill (berth.plugins.reservation), set by the plugin.
+        self.reservations = Gauge(
+            "berth_reservations",
+            "Reservations held for gangs and pods that waited past their queue's reservation.after, by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.reservation_held = Gauge(
+            "berth_reservation_held_resources",
+            "Free capacity held by reservations, by queue and resource (cpu in cores, memory in bytes).",
+            ["queue", "resource"],
+            registry=r,
+        )
         for q in QUEUES:
             self.pending_pods.labels(q).set(0)
             if self.queued_entities is not None:

@@ -101,6 +101,15 @@ PODGROUP_CRD: dict[str, Any] = {
                                     "minTaskMember": {"type": "object", "additionalProperties": _INT32},
                                     "queue": {"type": "string"},
                                     "priorityClassName": {"type": "string"},
+                                    # Volcano's networkTopology (TopologyGang, berth/gangs/topology.py).
+                                    "networkTopology": {
+                                        "type": "object",
+                                        "properties": {
+                                            "mode": {"type": "string"},
+                                            "highestTierAllowed": {"type": "integer"},
+                                            "highestTierName": {"type": "string"},
+                                        },
+                                    },
                                     "subGroups": {
                                         "type": "array",
                                         "items": {

@@ -78,7 +78,9 @@ class Caller:
     comparisons) so that a write Berth makes *for* it can be made *as* it
     (the API server then applies its RBAC, admission and Pod Security).
     ``unrestricted`` callers are not asked about: the holder of the static
-    token file, or anyone where reads are open.
+    token file, or anyone where reads are open. ``certificate``: a verified
+    client certificate named it (no token to write with: Berth may write as
+    it by impersonation, ``grpc.auth.impersonateCertificateCallers``).
     """
 
     user: str
@@ -87,6 +89,7 @@ class Caller:
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     token: str | None = dataclasses.field(default=None, repr=False, compare=False)
     unrestricted: bool = False
+    certificate: bool = dataclasses.field(default=False, compare=False)
 
     def __str__(self) -> str:
         return self.user

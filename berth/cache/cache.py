@@ -183,10 +183,15 @@ class Cache:
         changes nothing either way."""
         self.check_steps([[*((node, -1, pi) for pi in pods_out), *((node, 1, pi) for pi in pods_in)]])
 
-    def check_steps(self, steps: Iterable[Iterable[tuple[str, int, PodInfo]]]) -> None:
+    def check_steps(
+        self,
+        steps: Iterable[Iterable[tuple[str, int, PodInfo]]],
+        running: dict[tuple[str, str], list[int]] | None = None,
+    ) -> None:
         """:meth:`check_usage` for a sequence of changes made in this order,
-        each a list of ``(node, +1 | -1, pod)`` (see ``NodeTable.usage_overflow``)."""
-        why = self.table.usage_overflow(steps)
+        each a list of ``(node, +1 | -1, pod)`` (see ``NodeTable.usage_overflow``,
+        and its ``running`` sums for a sequence checked in parts)."""
+        why = self.table.usage_overflow(steps, running)
         if why is not None:
             raise UsageOverflow(why)
 

@@ -295,7 +295,11 @@ class NodeTable:
         self.alloc[i] = 0
         self.shape_version += 1
 
-    def usage_overflow(self, steps: Iterable[Iterable[tuple[str, int, PodInfo]]]) -> str | None:
+    def usage_overflow(
+        self,
+        steps: Iterable[Iterable[tuple[str, int, PodInfo]]],
+        running: dict[tuple[str, str], list[int]] | None = None,
+    ) -> str | None:
         """Why these changes, made step by step, would carry a requested column
         past int64 (which numpy would wrap silently); None when they would not.
 
@@ -303,9 +307,10 @@ class NodeTable:
         on or takes off a node, checked once the whole step is made — as the
         cache replaces a pod. Every step is checked, not only the end, because
         the changes are made in this order. Sums are Python integers (exact),
-        and nothing is changed here.
+        and nothing is changed here. ``running`` carries the sums from one
+        call to the next: a long sequence checked in parts, as if in one.
         """
-        running: dict[tuple[str, str], list[int]] = {}
+        running = {} if running is None else running
         for step in steps:
             if _replaces_alike(step):
                 continue

@@ -117,7 +117,7 @@ def _node_table(docs: list[Doc], wide: bool) -> list[list[str]]:
 def _queue_table(docs: list[Doc], wide: bool) -> list[list[str]]:
     header = ["NAME", "PARENT", "WEIGHT", "GUARANTEED", "MAX", "ALLOCATED", "PENDING", "DOMINANT-SHARE"]
     if wide:
-        header += ["FAIR-SHARE", "PENDING-REQUESTS", "RECLAIMED", "NAMESPACES"]
+        header += ["FAIR-SHARE", "PENDING-REQUESTS", "RECLAIMED", "NAMESPACES", "RESERVATIONS"]
     table = [header]
     for r in docs:
         line = [
@@ -136,13 +136,15 @@ def _queue_table(docs: list[Doc], wide: bool) -> list[list[str]]:
                 _resource_cell(r["pending"]),
                 str(r["reclaimPreemptions"]),
                 ",".join(r["namespaces"]) or "<none>",
+                "; ".join(r.get("reservations", ())) or "<none>",
             ]
         table.append(line)
     return table
 
 
 def _group_table(docs: list[Doc], wide: bool) -> list[list[str]]:
-    header = ["NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "PLACED", "WAITING", "BOUND", "PENDING", "REASON"]
+    header = ["NAMESPACE", "NAME", "DIALECT", "PHASE", "MIN", "MEMBERS", "PLACED", "WAITING", "BOUND", "PENDING"]
+    header += ["REASON"]
     if wide:
         header += ["TIMEOUT", "MIN-RESOURCES"]
     table = [header]
@@ -150,7 +152,7 @@ def _group_table(docs: list[Doc], wide: bool) -> list[list[str]]:
         reason = g["reason"] or "<none>"
         if not wide and len(reason) > REASON_WIDTH:
             reason = reason[: REASON_WIDTH - 3] + "..."
-        line = [g["namespace"], g["name"], g["phase"]]
+        line = [g["namespace"], g["name"], g.get("dialect") or "<none>", g["phase"]]
         line += [str(g[k]) for k in ("minMember", "members", "placed", "waiting", "bound", "pending")]
         line.append(reason)
         if wide:

@@ -8,7 +8,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from berth import app, config
+from berth import app, config, errors
 from berth.cli.common import CliError, UsageError
 from berth.cluster import manifests
 
@@ -22,6 +22,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _serve(args)
     except (config.ConfigError, manifests.ManifestError) as e:
         raise UsageError(str(e)) from None
+    except (errors.Unavailable, errors.FailedPrecondition) as e:
+        # The state store: unreachable, in use by another berth serve, or
+        # (postgres) this replica's leadership lost: one line, exit status 1.
+        raise CliError(str(e)) from None
 
 
 def _serve(args: argparse.Namespace) -> int:

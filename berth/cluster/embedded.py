@@ -33,7 +33,9 @@ arrives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import random
+import uuid
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import TypeVar
 
 import msgspec
@@ -52,6 +54,9 @@ from berth.errors import (
 )
 
 __all__ = ["EmbeddedCluster"]
+
+#: names.SimpleNameGenerator's alphabet (k8s.io/apiserver storage/names): no vowels, no 0/1/3.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,20 @@ def _kind_of(e: ValueError) -> type[BerthError]:
     return next((kind for kind in _KINDS if isinstance(e, kind)), InvalidArgument)
 
 
+#: A feed call as steps (:mod:`berth.scheduling.feeding` runs them in
+#: slices): its checks, then one step per object applied; the count applied.
+Steps = Generator[None, None, int]
+
+
+def _at_once(steps: Steps) -> int:
+    """Every step of a feed call, now."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return int(stop.value)
+
+
 def _first_seen(seen: dict[str, int], value: str, batch: str, i: int, field: str, what: str) -> None:
     """Within one batch a name or uid appears once (InvalidArgument, as field.Duplicate)."""
     j = seen.setdefault(value, i)
@@ -96,7 +115,9 @@ class EmbeddedCluster(StorageObjects):
         self.namespaces: dict[str, model.Namespace] = {}
         self.nodes: dict[str, model.Node] = {}
         self.pods: dict[str, model.Pod] = {}  # NAMESPACE/NAME -> pod
-        self.pod_groups: dict[str, model.PodGroup] = {}  # NAMESPACE/NAME -> group
+        #: "APIVERSION NAMESPACE/NAME" -> group: a Volcano and a scheduler-plugins
+        #: PodGroup of one name are two gangs (berth.gangs), kept apart.
+        self.pod_groups: dict[str, model.PodGroup] = {}
         self.pdbs: dict[str, model.PodDisruptionBudget] = {}  # NAMESPACE/NAME -> budget
         #: Services, ReplicationControllers, ReplicaSets, StatefulSets: (kind, NAMESPACE/NAME) -> object.
         self.workloads: dict[tuple[str, str], model.Workload] = {}
@@ -130,6 +151,8 @@ class EmbeddedCluster(StorageObjects):
         # labels and bound pods land on known nodes.
         self.upsert_namespaces(objects.namespaces)
         self.upsert_nodes(objects.nodes, validated=validated)
+        for topology in objects.topologies:  # Kueue Topology objects: levels gangs may ask for
+            self.core.on_topology(topology)
         self.upsert_pod_groups(objects.pod_groups)
         for group in objects.scheduling_groups:  # checked when decoded (workload_api.decode)
             self.core.on_scheduling_group(group)
@@ -176,6 +199,10 @@ class EmbeddedCluster(StorageObjects):
         return n
 
     def upsert_nodes(self, nodes: Iterable[model.Node], *, validated: bool = False) -> int:
+        return _at_once(self.upsert_nodes_steps(nodes, validated=validated))
+
+    def upsert_nodes_steps(self, nodes: Iterable[model.Node], *, validated: bool = False) -> Steps:
+        """:meth:`upsert_nodes` a step per node: every check first, then the apply."""
         batch = list(nodes)
         seen: dict[str, int] = {}
         for i, node in enumerate(batch):
@@ -183,9 +210,11 @@ class EmbeddedCluster(StorageObjects):
             if not validated:
                 _checked(at, node, validation.validate_node, manifests.validate_node)
             _first_seen(seen, node.metadata.name, "nodes", i, "metadata.name", "the same name")
+            yield
         for node in batch:
             self.nodes[node.metadata.name] = node
             self.core.on_node(node)
+            yield
         return len(batch)
 
     def delete_nodes(self, names: Iterable[str]) -> int:
@@ -199,7 +228,15 @@ class EmbeddedCluster(StorageObjects):
         return n
 
     def upsert_pods(self, pods: Iterable[model.Pod], *, validated: bool = False) -> int:
-        batch = [_defaulted(p) for p in pods]
+        return _at_once(self.upsert_pods_steps(pods, validated=validated))
+
+    def upsert_pods_steps(self, pods: Iterable[model.Pod], *, validated: bool = False) -> Steps:
+        """:meth:`upsert_pods` a step per pod: every check of the batch
+        first (what raises changes nothing), then the apply."""
+        batch: list[model.Pod] = []
+        for p in pods:
+            batch.append(_defaulted(p))
+            yield
         keys: dict[str, int] = {}
         uids: dict[str, int] = {}
         for i, pod in enumerate(batch):
@@ -220,7 +257,8 @@ class EmbeddedCluster(StorageObjects):
                         f"{at}.spec.nodeName: cannot change from {was!r} to {now!r} "
                         "(pods are moved by Bind, or deleted and re-created)"
                     )
-        self.core.admit_pods(batch)
+            yield
+        yield from self.core.admit_pods_steps(batch)
         for pod in batch:
             old = self.pods.get(pod.key)
             if old is not None and old.metadata.uid != pod.metadata.uid:
@@ -230,10 +268,15 @@ class EmbeddedCluster(StorageObjects):
             self.pods[pod.key] = pod
             self._key_of_uid[pod.metadata.uid] = pod.key
             self.core.on_pod(pod, source=self)
+            yield
         return len(batch)
 
     def delete_pods(self, keys: Iterable[str]) -> int:
         """Delete pods by ``NAMESPACE/NAME``; unknown keys are skipped."""
+        return _at_once(self.delete_pods_steps(keys))
+
+    def delete_pods_steps(self, keys: Iterable[str]) -> Steps:
+        """:meth:`delete_pods` a step per key (nothing to check first)."""
         n = 0
         for key in keys:
             pod = self.pods.pop(key, None)
@@ -241,15 +284,38 @@ class EmbeddedCluster(StorageObjects):
                 self._key_of_uid.pop(pod.metadata.uid, None)
                 self.core.on_pod_delete(pod)
                 n += 1
+            yield
         return n
 
     def upsert_pod_groups(self, groups: Iterable[model.PodGroup]) -> int:
         return self._upsert_namespaced(
-            "groups", groups, validation.validate_pod_group, self.pod_groups, self.core.on_pod_group
+            "groups", groups, validation.validate_pod_group, self.pod_groups, self.core.on_pod_group, _api_version
         )
 
     def upsert_pdbs(self, budgets: Iterable[model.PodDisruptionBudget]) -> int:
         return self._upsert_namespaced("budgets", budgets, validation.validate_pdb, self.pdbs, self.core.on_pdb)
+
+    def delete_pod_groups(self, keys: Iterable[str]) -> int:
+        """Delete pod groups by their key here (``APIVERSION NAMESPACE/NAME``:
+        a feeder's resync); unknown ones are skipped. Their pods stay, as
+        the API server leaves a gang's pods when its PodGroup is deleted."""
+        n = 0
+        for key in keys:
+            group = self.pod_groups.pop(key, None)
+            if group is not None:
+                self.core.on_pod_group_delete(group)
+                n += 1
+        return n
+
+    def delete_pdbs(self, keys: Iterable[str]) -> int:
+        """Delete PodDisruptionBudgets by ``NAMESPACE/NAME``; unknown ones are skipped."""
+        n = 0
+        for key in keys:
+            pdb = self.pdbs.pop(key, None)
+            if pdb is not None:
+                self.core.on_pdb_delete(pdb.metadata.namespace or "default", pdb.metadata.name)
+                n += 1
+        return n
 
     def upsert_workloads(self, objects: Iterable[model.Workload]) -> int:
         """Services, ReplicationControllers, ReplicaSets and StatefulSets (their
@@ -420,6 +486,34 @@ class EmbeddedCluster(StorageObjects):
         _checked("resourceclaim", updated, dra_validation.validate_resource_claim)
         return self._store_claim(updated)
 
+    async def create_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """The API server's create with ``generateName``: the prefix and five
+        random characters (names.SimpleNameGenerator), retried on a taken name."""
+        md = claim.metadata
+        namespace = md.namespace or "default"
+        name = md.name
+        while not name or model.pod_key(namespace, name) in self.resource_claims:
+            name = md.generate_name + "".join(random.choices(_NAME_ALPHABET, k=5))
+        md = msgspec.structs.replace(md, name=name, namespace=namespace, uid=str(uuid.uuid4()))
+        created = msgspec.structs.replace(claim, metadata=md, status=dra.ResourceClaimStatus())
+        _checked("resourceclaim", created, dra_validation.validate_resource_claim)
+        return self._store_claim(created)
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        self.delete_resource_claims([model.pod_key(namespace, name)])
+
+    async def set_extended_resource_claim_status(
+        self, pod: model.Pod, status: model.PodExtendedResourceClaimStatus
+    ) -> None:
+        current = self.pods.get(pod.key)
+        if current is None or (pod.metadata.uid and current.metadata.uid != pod.metadata.uid):
+            raise NotFound(f'pods "{pod.metadata.name}" not found')
+        updated = msgspec.structs.replace(
+            current, status=msgspec.structs.replace(current.status, extended_resource_claim_status=status)
+        )
+        self.pods[pod.key] = updated
+        self.core.on_pod(updated, source=self)
+
     def _upsert_namespaced(
         self,
         batch_name: str,
@@ -427,15 +521,19 @@ class EmbeddedCluster(StorageObjects):
         check: Callable[[Namespaced], None],
         store: dict[str, Namespaced],
         notify: Callable[[Namespaced], None],
+        scope: Callable[[Namespaced], str] | None = None,
     ) -> int:
-        """Pod groups and PDBs: defaulted to ``default``, validated, unique by key, then applied."""
+        """Pod groups and PDBs: defaulted to ``default``, validated, unique by
+        NAMESPACE/NAME within their ``scope`` (PodGroups: their apiVersion,
+        the dialect; the store's key is then ``SCOPE NAMESPACE/NAME``), then applied."""
         batch = [_in_namespace(obj) for obj in objects]
-        seen: dict[str, int] = {}
+        seen: dict[str, dict[str, int]] = {}
         for i, obj in enumerate(batch):
             _checked(f"{batch_name}[{i}]", obj, check)
-            _first_seen(seen, _key(obj), batch_name, i, "metadata.name", "the same namespace and name")
+            within = seen.setdefault(scope(obj) if scope else "", {})
+            _first_seen(within, _key(obj), batch_name, i, "metadata.name", "the same namespace and name")
         for obj in batch:
-            store[_key(obj)] = obj
+            store[f"{scope(obj)} {_key(obj)}" if scope else _key(obj)] = obj
             notify(obj)
         return len(batch)
 
@@ -476,9 +574,9 @@ class EmbeddedCluster(StorageObjects):
         ``InsufficientResourceError``'s message). The scheduler's own binds
         fit by construction; this stops a bind from outside (the extender's
         ``bind`` verb, gRPC Bind) that nothing checked."""
-        want = resources.pod_requests(pod)
-        used, count = self.core.node_usage(node, excluding=pod.metadata.uid)
         alloc = resources.node_allocatable(self.nodes[node])
+        want = resources.pod_requests(_without_missing_extended_resources(pod, alloc))
+        used, count = self.core.node_usage(node, excluding=pod.metadata.uid)
         checks = [("pods", 1, count)] + [
             (name, want[name], used.get(name, 0))
             for name in sorted(want, key=lambda n: (_ADMISSION_ORDER.get(n, len(_ADMISSION_ORDER)), n))
@@ -586,6 +684,39 @@ def _key(obj: model.PodGroup | model.PodDisruptionBudget | dra.ResourceClaimTemp
     return model.pod_key(obj.metadata.namespace, obj.metadata.name)
 
 
+def _api_version(group: model.PodGroup) -> str:
+    return group.api_version
+
+
 #: The order in which a kubelet checks a pod's requests (noderesources.Fits:
 #: cpu, memory, ephemeral-storage, then the scalar resources by name).
 _ADMISSION_ORDER = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+
+
+def _without_missing_extended_resources(pod: model.Pod, allocatable: Mapping[str, int]) -> model.Pod:
+    """removeMissingExtendedResources (``pkg/kubelet/lifecycle/predicate.go``
+    v1.37.2): the kubelet's admission ignores a container's extended
+    resources the node does not list at all, and those the pod's
+    ``status.extendedResourceClaimStatus`` maps to DRA devices."""
+    status = pod.status.extended_resource_claim_status
+    by_dra = {(m.container_name, m.resource_name) for m in status.request_mappings} if status is not None else set()
+
+    def kept(c: model.Container) -> model.Container:
+        if c.resources is None or not c.resources.requests:
+            return c
+        requests = {
+            name: q
+            for name, q in c.resources.requests.items()
+            if (c.name, name) not in by_dra and (not resources.is_extended(name) or name in allocatable)
+        }
+        if len(requests) == len(c.resources.requests):
+            return c
+        return msgspec.structs.replace(c, resources=msgspec.structs.replace(c.resources, requests=requests))
+
+    spec = pod.spec
+    containers, inits = [kept(c) for c in spec.containers], [kept(c) for c in spec.init_containers]
+    if all(a is b for a, b in zip([*containers, *inits], [*spec.containers, *spec.init_containers], strict=True)):
+        return pod
+    return msgspec.structs.replace(
+        pod, spec=msgspec.structs.replace(spec, containers=containers, init_containers=inits)
+    )

@@ -43,6 +43,7 @@ from berth.cluster import (
     queues,
     resources,
     storage,
+    topologies,
     validation,
     workload_api,
 )
@@ -92,6 +93,8 @@ class Manifests:
     #: Batch queues as objects (berth.dev/v1alpha1); their specs are judged
     #: when loaded (:meth:`berth.scheduling.core.Core.load_queue_objects`).
     queues: list[queues.Queue] = dataclasses.field(default_factory=list)
+    #: Kueue Topology objects (kueue.x-k8s.io v1beta2, v1beta1): levels gangs may ask for.
+    topologies: list[topologies.KueueTopology] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(slots=True)
@@ -298,6 +301,9 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
                 _storage_object(obj, kind, label, default_namespace, out)
             elif kind == queues.KIND:
                 out.queues.append(_queue_object(obj, label))
+            elif kind == topologies.KIND and obj.get("apiVersion") in topologies.VERSIONS:
+                # Kueue's Topology: its levels are judged when loaded (berth.gangs.topology.from_kueue).
+                out.topologies.append(_convert(obj, topologies.KueueTopology, label))
             elif kind is None:
                 raise ManifestError("kind: required")
             else:

@@ -27,6 +27,7 @@ __all__ = [
     "Affinity",
     "CSIVolumeSource",
     "Container",
+    "ContainerExtendedResourceRequest",
     "ContainerImage",
     "ContainerPort",
     "ContainerResourceClaim",
@@ -41,6 +42,7 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "Namespace",
+    "NetworkTopologySpec",
     "Node",
     "NodeAffinity",
     "NodeSelector",
@@ -56,6 +58,7 @@ __all__ = [
     "PodAffinityTerm",
     "PodCondition",
     "PodDisruptionBudget",
+    "PodExtendedResourceClaimStatus",
     "PodGroup",
     "PodGroupStatus",
     "PodGroupSubGroup",
@@ -225,6 +228,8 @@ class ObjectMeta(_K8s):
     owner_references: list[OwnerReference] = []
     #: Read and written for ResourceClaims (``resource.kubernetes.io/delete-protection``).
     finalizers: list[str] = []
+    #: Set on the ResourceClaim DynamicResources creates for extended resources backed by DRA.
+    generate_name: str = ""
 
     def __post_init__(self) -> None:
         self.namespace = _i(self.namespace)
@@ -523,6 +528,9 @@ class PodSpec(_K8s):
     #: 1.35 ``workloadRef`` (berth.cluster.workload_api.group_of reads the release's).
     scheduling_group: PodSchedulingGroup | None = None
     workload_ref: PodWorkloadReference | None = None
+    #: How long the pod may run (the kubelet kills it then): a declared
+    #: runtime, for reservations' backfill (berth.gangs.reservations).
+    active_deadline_seconds: int | None = None
 
     def __post_init__(self) -> None:
         self.node_name, self.scheduler_name = _i(self.node_name), _i(self.scheduler_name)
@@ -550,6 +558,21 @@ class ContainerStatus(_K8s):
     resources: ResourceRequirements | None = None
 
 
+class ContainerExtendedResourceRequest(_K8s):
+    """Which device request of the extended-resource claim serves a container's resource."""
+
+    container_name: str
+    resource_name: str
+    request_name: str
+
+
+class PodExtendedResourceClaimStatus(_K8s):
+    """``status.extendedResourceClaimStatus`` (DRAExtendedResource): written at PreBind."""
+
+    request_mappings: list[ContainerExtendedResourceRequest] = []
+    resource_claim_name: str = ""
+
+
 class PodStatus(_K8s):
     phase: str = ""
     nominated_node_name: str = ""
@@ -560,6 +583,7 @@ class PodStatus(_K8s):
     #: Pod-level ``allocatedResources`` and actuated ``resources`` (InPlacePodLevelResourcesVerticalScaling).
     allocated_resources: ResourceList | None = None
     resources: ResourceRequirements | None = None
+    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
 
     def __post_init__(self) -> None:
         self.phase, self.nominated_node_name = _i(self.phase), _i(self.nominated_node_name)
@@ -783,6 +807,16 @@ class PodGroupSubGroup(_K8s):
     parent: str | None = None
 
 
+class NetworkTopologySpec(_K8s):
+    """Volcano's PodGroup ``spec.networkTopology`` (volcano-sh/apis
+    ``pkg/apis/scheduling/v1beta1/types.go``): ``mode`` hard (default) or
+    soft; the highest HyperNode tier the gang may cross."""
+
+    mode: str = ""
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
 class PodGroupSpec(_K8s):
     """The union of the PodGroup kinds Berth reads (berth/gangs): scheduler-plugins'
     fields, Volcano's ``minTaskMember``/``queue``/``priorityClassName``, KAI's
@@ -795,6 +829,8 @@ class PodGroupSpec(_K8s):
     queue: str = ""
     priority_class_name: str = ""
     sub_groups: list[PodGroupSubGroup] = []
+    #: Volcano's ``networkTopology`` (TopologyGang, berth/gangs/topology.py).
+    network_topology: NetworkTopologySpec | None = None
 
 
 class PodGroupStatus(_K8s):

@@ -11,10 +11,10 @@ every source through these two interfaces and never knows which one it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Protocol
 
-from berth.cluster import dra, model, storage, workload_api
+from berth.cluster import dra, model, storage, topologies, workload_api
 
 __all__ = ["BindConflict", "BindError", "BindRetriable", "ClusterListener", "Conflict", "FeedRefused", "Source"]
 
@@ -90,6 +90,18 @@ class Source(Protocol):
     async def update_claim_status(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
         """Replace status (the ``status`` subresource), :class:`Conflict` likewise."""
 
+    async def create_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Create a claim named by ``metadata.generateName`` (DynamicResources'
+        claim for extended resources); the claim as stored."""
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        """Delete the claim (NotFound is not an error)."""
+
+    async def set_extended_resource_claim_status(
+        self, pod: model.Pod, status: model.PodExtendedResourceClaimStatus
+    ) -> None:
+        """Write the pod's ``status.extendedResourceClaimStatus``."""
+
     # PersistentVolumes and claims (VolumeBinding's PreBind): the API
     # server's update, which replaces metadata and spec.
 
@@ -111,6 +123,11 @@ class ClusterListener(Protocol):
         source that can refuse (the embedded cluster) asks before it applies
         any pod of a batch; an informer cannot refuse and does not ask."""
 
+    def admit_pods_steps(self, pods: Sequence[model.Pod]) -> Generator[None, None, None]:
+        """:meth:`admit_pods` a step per pod, for a batch checked in slices
+        (:mod:`berth.scheduling.feeding`)."""
+        ...
+
     def node_usage(self, node: str, *, excluding: str = "") -> tuple[dict[str, int], int]:
         """What the pods on ``node`` request (canonical amounts) and how many
         they are, leaving out the pod with uid ``excluding``: a source that
@@ -127,8 +144,13 @@ class ClusterListener(Protocol):
 
     def on_pod_group(self, group: model.PodGroup) -> None: ...
 
+    def on_pod_group_delete(self, group: model.PodGroup) -> None: ...
+
     def on_scheduling_group(self, obj: workload_api.PodGroup | workload_api.Workload) -> None:
         """A Workload API PodGroup or Workload (``scheduling.k8s.io``, GenericWorkload)."""
+
+    def on_topology(self, obj: topologies.KueueTopology) -> None:
+        """A Kueue Topology object: its levels join the topologies gangs may ask for."""
 
     def on_pdb(self, pdb: model.PodDisruptionBudget) -> None: ...
 

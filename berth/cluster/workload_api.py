@@ -163,6 +163,17 @@ class ObjectMeta(model.ObjectMeta):
     generation: int = 0
 
 
+class TopologyConstraint(_Obj):
+    """1.37's ``schedulingConstraints.topology[]`` (v1alpha3 ``types.go``
+    TopologyConstraint): all the group's pods in one domain of ``key``."""
+
+    key: str = ""
+
+
+class PodGroupSchedulingConstraints(_Obj):
+    topology: list[TopologyConstraint] = []
+
+
 class PodGroupSpec(_Obj):
     parent_composite_pod_group_name: str | None = None
     workload_ref: WorkloadReference | None = None
@@ -172,6 +183,8 @@ class PodGroupSpec(_Obj):
     priority_class_name: str = ""
     priority: int | None = None
     preemption_policy: str | None = None
+    #: TopologyAwareWorkloadScheduling (alpha, off in 1.37): read by TopologyGang.
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
 
 
 class PodGroupStatus(_Obj):

@@ -51,7 +51,7 @@ from typing import cast
 import msgspec
 
 from berth.cluster import dra, model
-from berth.dra import capacity, cel
+from berth.dra import capacity, cel, pools
 from berth.dra.common import (
     ALL,
     EXACT_COUNT,
@@ -152,6 +152,35 @@ class Allocator:
         claims with the same specs while its pools' versions stay put.
         ``timeout`` (seconds) bounds each node's search (FilterTimeout)."""
         return Prepared(self, claims, as_state(allocated), versions, timeout)
+
+    def class_devices(self, node: model.Node, device_class: dra.DeviceClass, state: AllocatedState) -> tuple[int, int]:
+        """calculateDRAResourceTotals (noderesources ``resource_allocation.go``
+        v1.37.2): how many devices of every slice reaching ``node`` the class
+        selects, and how many of those are allocated (whole or shared). Every
+        slice counts, whatever its pool's state; a class whose selectors fail
+        to evaluate counts nothing (upstream logs the error, scores 0)."""
+        capacity = allocated = 0
+        selectors = device_class.spec.selectors
+        owner = f"class {device_class.metadata.name}"
+        try:
+            for s in self.slices.slices:
+                spec = s.spec
+                if spec.per_device_node_selection:
+                    devices = [d for d in spec.devices if pools.device_matches_node(node, d)]
+                elif _slice_reaches(spec, node):
+                    devices = spec.devices
+                else:
+                    continue
+                for device in devices:
+                    device_id = DeviceID(spec.driver, spec.pool.name, device.name)
+                    candidate = Candidate(device_id, device, s, bool(spec.per_device_node_selection))
+                    if selectors and not self.selectors_match(candidate, selectors, owner):
+                        continue
+                    capacity += 1
+                    allocated += state.holds(device_id)
+        except AllocationError:
+            return 0, 0
+        return capacity, allocated
 
     # -- selectors (shared by all runs)
 
@@ -517,3 +546,13 @@ class Solution:
         """Per claim, the (sub)request of each device found: what
         DynamicResources' Score reads, without building the results."""
         return [[f.request.full_name for f in found] for found in self.run.result]
+
+
+def _slice_reaches(spec: dra.ResourceSliceSpec, node: model.Node) -> bool:
+    """calculateDRAResourceTotals' slice-level node selection: all nodes, the
+    node's own name, or a node selector matching it."""
+    if spec.all_nodes or spec.node_name == node.metadata.name:
+        return True
+    if spec.node_selector is not None:
+        return pools.node_matches(node, None, None, spec.node_selector)
+    return not spec.node_name

@@ -36,9 +36,22 @@ How the Kubernetes environment is reproduced:
   in Kubernetes, and the member functions (``compareTo``, ``isGreaterThan``,
   ``isLessThan``, ``add``, ``sub``, ``asInteger``, ``asApproximateFloat``,
   ``isInteger``, ``sign``, ``major``, ``minor``, ``patch``) dispatch on the tag.
-- Not reproduced: the runtime cost limit (``CELSelectorExpressionMaxCost``),
-  and the libraries a device selector has no use for (regex, lists, IP, URL,
-  authz, format).
+- Cost (issue 28: a 617-character selector of nested ``cel.bind``
+  doublings allocated 128 MiB per evaluation). The API server refuses a
+  selector whose estimated cost exceeds ``CELSelectorExpressionMaxCost``
+  (1 000 000) with "too complex, exceeds cost limit"
+  (``pkg/apis/resource/validation/validation.go``, v1.37.2), and
+  kube-scheduler evaluates with that run-time cost limit. cel-expr-python
+  exposes neither cel-cpp's cost estimator nor a cost tracker, so
+  :func:`berth.dra.cel_cost.estimate_cost` ports cel-go's estimator (``checker/cost.go``,
+  v0.29.2, with the size bounds of compile.go's ``device`` type) to the
+  checked expression cel-cpp serialises, :meth:`Cache.get_or_compile`
+  records the estimate, and a selector over the limit is never evaluated:
+  its evaluation fails with the limit named (the pod's reason), where
+  cel-go would have stopped it part way. What cel-cpp itself stops (its
+  comprehension iteration budget) is a run-time error too, never a crash.
+- Not reproduced: the libraries a device selector has no use for (regex,
+  lists, IP, URL, authz, format).
 """
 
 from __future__ import annotations
@@ -58,6 +71,7 @@ from cel_expr_python.ext import ext_bindings, ext_strings
 
 from berth.cluster import dra, resources
 from berth.dra import capacity as dra_capacity
+from berth.dra import cel_cost
 from berth.errors import InvalidArgument
 
 __all__ = [
@@ -65,7 +79,11 @@ __all__ = [
     "CelRuntimeError",
     "CompilationResult",
     "DeviceInput",
+    "claim_selectors",
+    "class_selectors",
     "device_input",
+    "refuse_too_complex",
+    "too_complex",
 ]
 
 QUANTITY_KEY = "__quantity__"
@@ -393,14 +411,26 @@ class CompilationResult:
     _program: Any = None
     _env: Any = None
     _domains: frozenset[str] = frozenset()
+    #: The estimated worst-case cost (:func:`estimate_cost`); 0 when it did not compile.
+    max_cost: int = 0
 
     def device_matches(self, device: DeviceInput) -> bool:
         """Whether the device satisfies the selector (compile.go DeviceMatches).
 
-        Raises CelRuntimeError when evaluation fails or the result is not a bool."""
+        Raises CelRuntimeError when evaluation fails or the result is not a
+        bool, and without evaluating when the estimated cost is over the
+        limit (see the module docstring)."""
         if self._program is None:
             raise CelRuntimeError(f"compilation failed: {self.error}")
-        result = self._program.eval(device.activation(self._env, self._domains))
+        if self.max_cost > cel_cost.MAX_COST:
+            raise CelRuntimeError(
+                f"operation cancelled: estimated cost {_shown(self.max_cost)} exceeds "
+                f"the cost limit {cel_cost.MAX_COST}"
+            )
+        try:
+            result = self._program.eval(device.activation(self._env, self._domains))
+        except RuntimeError as e:  # cel-cpp's own limits ("Iteration budget exceeded")
+            raise CelRuntimeError(_detail(e)) from None
         kind = result.type()
         if kind == cel.Type.BOOL:
             return bool(result.value())
@@ -440,14 +470,65 @@ class Cache:
         out = program.return_type()
         if out != cel.Type.BOOL and out != cel.Type.DYN:
             return CompilationResult(expression, f"must evaluate to bool or the unknown type, not {out.name().lower()}")
-        return CompilationResult(expression, None, program, self._env, _literal_domains(expression))
+        return CompilationResult(
+            expression, None, program, self._env, _literal_domains(expression), cel_cost.estimate_cost(program)
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
+def too_complex(expression: str, cache: Cache | None = None) -> str | None:
+    """The API server's refusal of a selector whose estimated cost exceeds
+    ``cel_cost.MAX_COST`` (None when it does not, or does not compile: the
+    allocator reports that)."""
+    compiled = (cache or _SHARED).get_or_compile(expression)
+    return cel_cost.TOO_COMPLEX if compiled.error is None and compiled.max_cost > cel_cost.MAX_COST else None
+
+
+def class_selectors(spec: dra.DeviceClassSpec, path: str) -> list[tuple[str, dra.DeviceSelector]]:
+    """Every selector of a DeviceClass's spec, with its field path."""
+    return [(f"{path}.selectors[{j}]", s) for j, s in enumerate(spec.selectors)]
+
+
+def claim_selectors(spec: dra.ResourceClaimSpec, path: str) -> list[tuple[str, dra.DeviceSelector]]:
+    """Every selector of a claim's (or a template's) spec, with its field path."""
+    out: list[tuple[str, dra.DeviceSelector]] = []
+    for i, request in enumerate(spec.devices.requests):
+        at = f"{path}.devices.requests[{i}]"
+        if request.exactly is not None:
+            out += [(f"{at}.exactly.selectors[{j}]", s) for j, s in enumerate(request.exactly.selectors)]
+        for k, sub in enumerate(request.first_available):
+            out += [(f"{at}.firstAvailable[{k}].selectors[{j}]", s) for j, s in enumerate(sub.selectors)]
+    return out
+
+
+def refuse_too_complex(selectors: list[tuple[str, dra.DeviceSelector]]) -> None:
+    """InvalidArgument naming the first selector the API server would refuse
+    as too complex (``ValidateDeviceSelector``: ``field.Forbidden(...cel.expression,
+    "too complex, exceeds cost limit")``); nothing when none is."""
+    for path, selector in selectors:
+        if selector.cel is not None and selector.cel.expression:
+            why = too_complex(selector.cel.expression)
+            if why is not None:
+                raise InvalidArgument(f"{path}.cel.expression: Forbidden: {why}")
+
+
+def _shown(cost: int) -> str:
+    return "unbounded" if cost >= cel_cost.UNBOUNDED else str(cost)
+
+
+#: cel-cpp's absl status around a message: "CODE: message [CODE]".
+_STATUS = re.compile(r"^([A-Z_]+): (.*?)\s*\[\1\]$", re.DOTALL)
+
+
 def _detail(e: RuntimeError) -> str:
-    # "INVALID_ARGUMENT: ERROR: <input>:1:1: undeclared reference to 'x' ... [INVALID_ARGUMENT]"
+    # "INVALID_ARGUMENT: ERROR: <input>:1:1: undeclared reference to 'x' ... [INVALID_ARGUMENT]",
+    # "INTERNAL: Iteration budget exceeded [INTERNAL]" (the status code is cel-cpp's, not Berth's answer)
     text = str(e).strip()
-    text = text.removeprefix("INVALID_ARGUMENT: ").removesuffix("[INVALID_ARGUMENT]").strip()
-    return text
+    m = _STATUS.match(text)
+    return m.group(2).strip() if m else text
+
+
+#: Selectors compiled where no allocator's cache is at hand (the feeds' cost check).
+_SHARED = Cache()

@@ -48,6 +48,7 @@ from berth.cache.infos import PodInfo
 from berth.cluster import dra, model, storage, workload_api
 from berth.framework.decision import Decision
 from berth.gangs import GangIndex
+from berth.gangs.reservations import ReservationPolicy
 from berth.gangs.topology import TopologySpec
 from berth.metrics import Metrics
 
@@ -196,6 +197,9 @@ class DraLister(Protocol):
 
     def claim_template(self, namespace: str, name: str) -> dra.ResourceClaimTemplate | None: ...
 
+    def claims(self) -> list[dra.ResourceClaim]:
+        """Every claim, latest versions (``ResourceClaims().List()``)."""
+
     def allocated_devices(self) -> AbstractSet[tuple[str, str, str]]:
         """(driver, pool, device) of every device allocated whole — any
         scheduler's, as the claims say — and of the allocations in flight."""
@@ -309,6 +313,18 @@ class ClusterClient(Protocol):
     def deallocate_claim(self, claim: dra.ResourceClaim) -> None:
         """In the background: clear the claim's allocation and reservations."""
 
+    async def create_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        """Create ``claim`` (named by its ``generateName``) in the source of
+        its namespace's pods; the claim as stored."""
+
+    def delete_claim(self, claim: dra.ResourceClaim) -> None:
+        """In the background: drop the delete-protection finalizer, then delete the claim."""
+
+    async def set_extended_resource_claim_status(
+        self, pod: model.Pod, status: model.PodExtendedResourceClaimStatus
+    ) -> None:
+        """Record the pod's ``status.extendedResourceClaimStatus``."""
+
 
 class QueuePolicy(Protocol):
     """What the batch queues (:class:`berth.quota.QueueTree`) allow priority
@@ -320,6 +336,9 @@ class QueuePolicy(Protocol):
 
     def within_queue(self, preemptor: PodInfo, victim: PodInfo) -> bool:
         """Whether ``victim`` may be preempted for ``preemptor`` by priority."""
+
+    def reservation_of(self, pod: model.Pod) -> ReservationPolicy | None:
+        """The reservation policy of the queue ``pod`` waits in (None: none)."""
 
 
 class DecisionRecorder(Protocol):
@@ -366,8 +385,9 @@ class Handle:
     #: Who is in which gang, in every enabled dialect (berth/gangs); None:
     #: Coscheduling builds one of its own (tests).
     gangs: GangIndex | None = None
-    #: The configuration's ``topologies`` (TopologyGang's levels); empty: none.
-    topologies: tuple[TopologySpec, ...] = ()
+    #: The configuration's ``topologies`` and Kueue Topology objects
+    #: (TopologyGang's levels; a live ``TopologySet``); empty: none.
+    topologies: Sequence[TopologySpec] = ()
 
     @property
     def framework(self) -> Framework:

@@ -35,6 +35,7 @@ __all__ = [
     "fits_with_nominated",
     "fits_with_nominated_rows",
     "more_important",
+    "pdb_violations",
     "select_victims_on_node",
     "select_victims_on_nodes",
 ]
@@ -185,6 +186,11 @@ class _Plan:
     nominated: list[PodInfo]
     victims: list[PodInfo] = dataclasses.field(default_factory=list)
     violations: int = 0
+
+
+#: Public name: (violating, non-violating) — DefaultPreemption counts the
+#: violations of the gang members it adds to a node's victims.
+pdb_violations = _pdb_violations
 
 
 def select_victims_on_nodes(

@@ -83,6 +83,7 @@ IN_TREE: dict[str, str] = {
     "NodeDeclaredFeatures": "berth.plugins.node_declared_features:NodeDeclaredFeatures",
     "GangScheduling": "berth.plugins.gangscheduling:GangScheduling",
     "TopologyGang": "berth.plugins.topology_gang:TopologyGang",
+    "Reservation": "berth.plugins.reservation:Reservation",
 }
 
 #: kube-scheduler v1.37.2 ``apis/config/v1/default_plugins.go``
@@ -117,7 +118,7 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
 
 
 def default_multi_point(
-    feats: features.Features, *, topology_aware: bool = False
+    feats: features.Features, *, topology_aware: bool = False, reservations: bool = False
 ) -> tuple[tuple[str, int | None], ...]:
     """The default multiPoint set of ``feats``' release (``applyFeatureGates``):
     before 1.37 NodeUnschedulable ran before NodeName; NodeDeclaredFeatures is
@@ -136,7 +137,11 @@ def default_multi_point(
     if feats.generic_workload:
         out.append(("GangScheduling", None))
     if topology_aware:
-        out.append(("TopologyGang", None))
+        # Weight 2: its packing inside a gang's domain outweighs
+        # NodeResourcesFit's LeastAllocated spreading (weight 1).
+        out.append(("TopologyGang", 2))
+    if reservations:  # a queue sets ``reservation`` (berth.plugins.reservation)
+        out.append(("Reservation", None))
     return tuple(out)
 
 
@@ -287,7 +292,11 @@ def _check_weight(weight: int | None, path: str) -> None:
 
 
 def resolve_profile(
-    profile: Profile, feats: features.Features | None = None, *, topology_aware: bool = False
+    profile: Profile,
+    feats: features.Features | None = None,
+    *,
+    topology_aware: bool = False,
+    reservations: bool = False,
 ) -> ResolvedProfile:
     """Expand a profile's plugin configuration for the release and gates of
     ``feats`` (default: the newest release), with TopologyGang among the
@@ -299,7 +308,7 @@ def resolve_profile(
     disabled_all = any(d.name == "*" for d in mp_user.disabled)
     mp_disabled = {d.name for d in mp_user.disabled}
     if not disabled_all:
-        for name, weight in default_multi_point(feats, topology_aware=topology_aware):
+        for name, weight in default_multi_point(feats, topology_aware=topology_aware, reservations=reservations):
             if name not in mp_disabled and name in IN_TREE:
                 multi[name] = weight
     for j, ref in enumerate(mp_user.enabled):

@@ -6,15 +6,20 @@ The core keeps it current (:meth:`pod_changed`, :meth:`pod_removed`,
 views read it. A pod two enabled dialects claim, or whose key is malformed,
 is in no gang: :meth:`member_of` raises :class:`InvalidGang` for it, and
 Coscheduling holds it at PreEnqueue with that message.
+
+The Workload API's groups (``workload-api``) live in
+:class:`berth.cluster.workload_api.GroupStore`, which the index reads
+(:attr:`GangIndex.workload_groups`) rather than copies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from berth.cluster import model
+from berth import features
+from berth.cluster import model, workload_api
 from berth.gangs.model import Gang, GangKey, InvalidGang, Membership, PhaseCounts
-from berth.gangs.sources import SOURCES, GangSource
+from berth.gangs.sources import SOURCES, WORKLOAD_API, GangSource, workload_gang_key, workload_group_key
 
 __all__ = ["GangIndex", "validate_sources"]
 
@@ -34,11 +39,17 @@ def validate_sources(names: Iterable[str]) -> list[str]:
 
 class GangIndex:
     """See the module docstring. ``sources``: the enabled dialects, by name
-    (default: every one in :data:`berth.gangs.sources.SOURCES`)."""
+    (default: every one in :data:`berth.gangs.sources.SOURCES`);
+    ``workload_groups``: the Workload API's store, given where the
+    ``GenericWorkload`` gate is on (without it ``workload-api`` claims no pod,
+    as GangScheduling is then not run)."""
 
-    def __init__(self, sources: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, sources: Sequence[str] | None = None, *, workload_groups: workload_api.GroupStore | None = None
+    ) -> None:
         names = validate_sources(SOURCES if sources is None else sources)
         self.sources: tuple[GangSource, ...] = tuple(SOURCES[n] for n in names)
+        self.workload_groups = workload_groups
         self._by_api = {s.api_version: s for s in self.sources if s.api_version}
         #: (apiVersion, namespace, name) -> PodGroup.
         self._groups: dict[tuple[str, str, str], model.PodGroup] = {}
@@ -54,9 +65,12 @@ class GangIndex:
         """The pod's gang under the enabled dialects; None: in none. Raises
         InvalidGang for a malformed key or a pod two dialects claim."""
         found: list[Membership] = []
+        version = self.version
         for source in self.sources:
+            if source.name == WORKLOAD_API and self.workload_groups is None:
+                continue
             try:
-                m = source.member(pod)
+                m = source.member(pod, version)
             except InvalidGang as e:
                 raise InvalidGang(f"{source.name}: {e}") from None
             if m is not None:
@@ -65,6 +79,17 @@ class GangIndex:
             claims = " and ".join(f'{m.key.source} (group "{m.key.name}")' for m in found)
             raise InvalidGang(f"pod is claimed by two gang sources, {claims}: remove one dialect's keys")
         return found[0] if found else None
+
+    @property
+    def version(self) -> features.KubeVersion:
+        """The release whose pod fields name a Workload API group."""
+        return self.workload_groups.version if self.workload_groups is not None else features.NEWEST
+
+    def claims(self, source: str) -> bool:
+        """Whether ``source`` is enabled and able to claim pods here."""
+        if source == WORKLOAD_API and self.workload_groups is None:
+            return False
+        return any(s.name == source for s in self.sources)
 
     def pod_changed(self, pod: model.Pod) -> None:
         uid = pod.metadata.uid
@@ -109,6 +134,9 @@ class GangIndex:
             source = self._by_api.get(api)
             if source is not None:
                 out.add(GangKey(source.name, ns, name))
+        if self.workload_groups is not None and self.claims(WORKLOAD_API):
+            for pg in self.workload_groups.pod_groups():
+                out.add(workload_gang_key(workload_api.GroupKey(pg.metadata.namespace, pg.metadata.name)))
         return sorted(out)
 
     # ------------------------------------------------------------ PodGroup objects
@@ -141,11 +169,19 @@ class GangIndex:
             return None
         return self.pod_group(source.api_version, key.namespace, key.name)
 
+    def workload_gang(self, key: GangKey) -> workload_api.Gang | None:
+        """The Workload API group behind a ``workload-api`` key (None: unknown)."""
+        if self.workload_groups is None:
+            return None
+        return self.workload_groups.gang(workload_group_key(key))
+
     # ------------------------------------------------------------ gangs
 
     def gang(self, key: GangKey) -> Gang | None:
         """The gang as its dialect defines it now; None while its definition
         is missing (:meth:`missing` says what); raises InvalidGang."""
+        if key.source == WORKLOAD_API:  # read from its store, which changes without telling the index
+            return SOURCES[WORKLOAD_API].build(key, self)
         hit = self._built.get(key, self)
         if hit is self:
             source = SOURCES[key.source]

@@ -8,6 +8,8 @@ dialect's PodGroup has a ``status.phase`` — the phase Berth writes back.
 ==================  =====================================================  =========================
 source              a pod's group                                          the gang's definition
 ==================  =====================================================  =========================
+workload-api        ``spec.schedulingGroup.podGroupName`` (1.36+;          PodGroup scheduling.k8s.io (1.36+),
+                    1.35: ``spec.workloadRef``)                            1.35's Workload podGroup
 scheduler-plugins   label ``scheduling.x-k8s.io/pod-group``                PodGroup scheduling.x-k8s.io/v1alpha1
 volcano             annotation ``scheduling.k8s.io/group-name``            PodGroup scheduling.volcano.sh/v1beta1
                     (else ``scheduling.volcano.sh/group-name``)
@@ -19,6 +21,14 @@ yunikorn            application id (label ``yunikorn.apache.org/app-id``,  the m
                     ``applicationId``, ``spark-app-selector``) of a pod    ``…/schedulingPolicyParameters``
                     with ``yunikorn.apache.org/task-group-name``
 ==================  =====================================================  =========================
+
+The Workload API's gangs are enforced by GangScheduling (kube-scheduler
+v1.37.2's plugin, :mod:`berth.plugins.gangscheduling`), not Coscheduling;
+the registry still holds them so that a pod claimed by it and another
+dialect is refused naming both, and so the views list them as any gang.
+It claims pods only while the index has the Workload API's store
+(:attr:`berth.gangs.GangIndex.workload_groups`: the ``GenericWorkload``
+gate is on).
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from berth.cluster import model, resources
+from berth import features
+from berth.cluster import model, resources, workload_api
 from berth.gangs.model import Gang, GangKey, InvalidGang, Membership, PhaseCounts
 
 __all__ = [
@@ -38,11 +49,15 @@ __all__ = [
     "SOURCES",
     "VOLCANO_GROUP_NAME",
     "VOLCANO_GROUP_NAME_LEGACY",
+    "WORKLOAD_API",
+    "WORKLOAD_API_PERMIT_TIMEOUT_SECONDS",
     "YUNIKORN_POLICY",
     "YUNIKORN_TASK_GROUPS",
     "YUNIKORN_TASK_GROUP_NAME",
     "GangContext",
     "GangSource",
+    "workload_gang_key",
+    "workload_group_key",
 ]
 
 # ---------------------------------------------------------------- keys
@@ -88,6 +103,9 @@ class GangContext(Protocol):
     def members(self, key: GangKey) -> Sequence[model.Pod]:
         """The gang's members Berth knows (neither terminal nor terminating)."""
 
+    def workload_gang(self, key: GangKey) -> workload_api.Gang | None:
+        """The Workload API group ``key`` names, or None while it is unknown."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GangSource:
@@ -99,7 +117,9 @@ class GangSource:
     has none Berth writes)."""
 
     name: str
-    member: Callable[[model.Pod], Membership | None]
+    #: The pod's group as the release ``version`` names it (only the Workload
+    #: API's field depends on the release; the other dialects ignore it).
+    member: Callable[[model.Pod, features.KubeVersion], Membership | None]
     build: Callable[[GangKey, GangContext], Gang | None]
     #: The PodGroup apiVersion that defines this dialect's gangs ("" : none).
     api_version: str = ""
@@ -122,7 +142,7 @@ def _amounts(group: model.PodGroup, key: GangKey) -> dict[str, int]:
 # ---------------------------------------------------------------- scheduler-plugins
 
 
-def _sp_member(pod: model.Pod) -> Membership | None:
+def _sp_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
     name = pod.metadata.labels.get(SCHEDULER_PLUGINS_GROUP)
     if not name:
         return None
@@ -159,7 +179,7 @@ def _sp_phase(gang: Gang, n: PhaseCounts, admissible: bool) -> str:
 # ---------------------------------------------------------------- Volcano
 
 
-def _volcano_member(pod: model.Pod) -> Membership | None:
+def _volcano_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
     ann = pod.metadata.annotations
     kube, legacy = ann.get(VOLCANO_GROUP_NAME, ""), ann.get(VOLCANO_GROUP_NAME_LEGACY, "")
     if kube and legacy and kube != legacy:
@@ -205,7 +225,7 @@ def _volcano_phase(gang: Gang, n: PhaseCounts, admissible: bool) -> str:
 # ---------------------------------------------------------------- KAI-Scheduler
 
 
-def _kai_member(pod: model.Pod) -> Membership | None:
+def _kai_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
     name = pod.metadata.annotations.get(KAI_GROUP_NAME)
     if not name:
         return None
@@ -234,7 +254,7 @@ def _kai_build(key: GangKey, ctx: GangContext) -> Gang | None:
 # ---------------------------------------------------------------- Kueue plain pods
 
 
-def _kueue_member(pod: model.Pod) -> Membership | None:
+def _kueue_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
     """``utilpod.GetPodGroupName``: the label, else the annotation."""
     name = pod.metadata.labels.get(KUEUE_GROUP_NAME) or pod.metadata.annotations.get(KUEUE_GROUP_NAME, "")
     if not name:
@@ -282,7 +302,7 @@ def _yunikorn_app_id(pod: model.Pod) -> str:
     return app or f"yunikorn-{pod.metadata.namespace or 'default'}-autogen"[:63]
 
 
-def _yunikorn_member(pod: model.Pod) -> Membership | None:
+def _yunikorn_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
     ann = pod.metadata.annotations
     if YUNIKORN_TASK_GROUP_NAME not in ann and YUNIKORN_TASK_GROUPS not in ann:
         return None
@@ -401,11 +421,65 @@ def _yunikorn_build(key: GangKey, ctx: GangContext) -> Gang | None:
     )
 
 
+# ---------------------------------------------------------------- Kubernetes' Workload API
+
+WORKLOAD_API = "workload-api"
+#: ``permitTimeoutDuration`` (gangscheduling.go v1.37.2): how long members wait at Permit.
+WORKLOAD_API_PERMIT_TIMEOUT_SECONDS = 300.0
+
+
+def workload_gang_key(group: workload_api.GroupKey) -> GangKey:
+    """The registry's key of a Workload API group: the PodGroup's name
+    (1.36+), or 1.35's ``WORKLOAD/PODGROUP[/REPLICA]`` (object names hold no
+    ``/``, so :func:`workload_group_key` reads it back)."""
+    if not group.workload:
+        return GangKey(WORKLOAD_API, group.namespace, group.name)
+    parts = (group.workload, group.name, group.replica_key) if group.replica_key else (group.workload, group.name)
+    return GangKey(WORKLOAD_API, group.namespace, "/".join(parts))
+
+
+def workload_group_key(key: GangKey) -> workload_api.GroupKey:
+    """The inverse of :func:`workload_gang_key`."""
+    parts = key.name.split("/", 2)
+    if len(parts) == 1:
+        return workload_api.GroupKey(key.namespace, key.name)
+    return workload_api.GroupKey(key.namespace, parts[1], parts[0], parts[2] if len(parts) == 3 else "")
+
+
+def _wl_member(pod: model.Pod, version: features.KubeVersion) -> Membership | None:
+    """``workload_api.group_of``: the field ``version`` reads, as GangScheduling does."""
+    group = workload_api.group_of(pod, version)
+    return None if group is None else Membership(workload_gang_key(group))
+
+
+def _wl_build(key: GangKey, ctx: GangContext) -> Gang | None:
+    """``gang{minCount}``: minCount members all or nothing, each waiting at
+    Permit up to upstream's 5 minutes; ``basic``: no constraint (a group of
+    one at a time, ``min_member`` 1)."""
+    found = ctx.workload_gang(key)
+    if found is None:
+        return None
+    pg = found.pod_group
+    group = found.key
+    origin = (
+        f"PodGroup {pg.api_version} {group.namespace}/{group.name}"
+        if pg is not None
+        else f"Workload {group.namespace}/{group.workload} podGroup {group.name}"
+    )
+    return Gang(
+        key,
+        min_member=found.min_count if found.min_count is not None else 1,
+        timeout_seconds=WORKLOAD_API_PERMIT_TIMEOUT_SECONDS,
+        origin=origin,
+    )
+
+
 # ---------------------------------------------------------------- the registry
 
 SOURCES: dict[str, GangSource] = {
     s.name: s
     for s in (
+        GangSource(WORKLOAD_API, _wl_member, _wl_build),
         GangSource("scheduler-plugins", _sp_member, _sp_build, _API_SCHEDULER_PLUGINS, _sp_phase),
         GangSource("volcano", _volcano_member, _volcano_build, _API_VOLCANO, _volcano_phase),
         GangSource("kai", _kai_member, _kai_build, _API_KAI),

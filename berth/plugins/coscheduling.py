@@ -4,7 +4,10 @@
 A pod joins a gang in the dialect its framework writes (scheduler-plugins'
 label ``scheduling.x-k8s.io/pod-group``, Volcano's and KAI's PodGroups,
 Kueue's and YuniKorn's annotations); :class:`berth.gangs.GangIndex` says
-which, and what the gang asks (:class:`berth.gangs.Gang`).
+which, and what the gang asks (:class:`berth.gangs.Gang`). The Workload
+API's gangs (source ``workload-api``) are GangScheduling's, kube-scheduler's
+own plugin: Coscheduling passes them by, except to hold a pod another
+dialect claims too.
 
 - PreEnqueue: a member waits outside activeQ until its gang is defined (its
   PodGroup exists), at least ``minMember`` members exist (pending or placed),
@@ -51,6 +54,7 @@ from berth.cluster import model, resources
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.gangs import Gang, GangIndex, GangKey, InvalidGang
+from berth.gangs.sources import WORKLOAD_API
 
 __all__ = ["Coscheduling", "CoschedulingArgs"]
 
@@ -108,7 +112,7 @@ class Coscheduling:
             m = self.gangs.member_of(pod.pod)
         except InvalidGang:
             return None
-        return m.key if m is not None else None
+        return m.key if m is not None and m.key.source != WORKLOAD_API else None
 
     def _gang(self, key: GangKey) -> Gang | None:
         try:
@@ -186,7 +190,7 @@ class Coscheduling:
             m = self.gangs.member_of(pod.pod)
         except InvalidGang as e:
             return fw.Status(fw.Code.PENDING, (f"gang: {e}",), self.NAME)
-        if m is None:
+        if m is None or m.key.source == WORKLOAD_API:  # GangScheduling's
             return fw.SUCCESS
         key = m.key
         until = self._backoff.get(key)

@@ -21,6 +21,22 @@
    retried when victims are gone. From 1.37 the success says so:
    ``preemption: found a potential placement for pod on node X, preempting
    N victims``, the end of the preemptor's FailedScheduling message.
+
+Gangs are taken whole or not touched below their minimum
+(:func:`whole_gangs`): a victim in a gang whose
+disruption mode is ``all`` (the Workload API's PodGroup
+``spec.disruptionMode.all``, v1.37.2 ``scheduling/v1beta1/types.go``;
+1.36's ``PodGroup``) brings every placed member with it; one in a gang
+disrupted ``single`` (the Workload API's default, and every other dialect's,
+as Volcano's and scheduler-plugins') is taken only if the members left are
+still at least ``minMember`` (Volcano's gang ``preemptableFn``:
+``job.MinAvailable <= occupied-1``, ``pkg/scheduler/plugins/gang/gang.go``),
+else the whole gang goes with it. A member that would go with its gang but
+has the preemptor's priority or more (or is in another queue) makes the
+candidate void: DefaultPreemption's rules hold for every pod taken. Among
+the candidates, after PDB violations, the fewest gangs touched and then the
+fewest domains (nodes; the preemptor's topology level's domains when it
+asks for one) win, before upstream's criteria.
 """
 
 from __future__ import annotations
@@ -29,21 +45,32 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import msgspec
 
 from berth.cache.infos import NodeInfo, PodInfo
 from berth.cache.table import NodeTable
+from berth.cluster import model, workload_api
 from berth.features import KubeVersion
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.framework.decision import Decision, DecisionKind
 from berth.framework.handle import Handle
+from berth.gangs import InvalidGang
+from berth.gangs import topology as tp
 from berth.metrics import STATUS_CODES
 
-__all__ = ["Candidate", "DefaultPreemption", "DefaultPreemptionArgs", "pick_one_node"]
+__all__ = [
+    "Candidate",
+    "DefaultPreemption",
+    "DefaultPreemptionArgs",
+    "VictimGang",
+    "pick_one_node",
+    "victim_gang",
+    "whole_gangs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +92,21 @@ class DefaultPreemptionArgs(msgspec.Struct, kw_only=True, rename="camel", forbid
 class Candidate:
     node: str
     victims: preemption.Victims
+    #: Gangs the victims belong to, and the domains (nodes, or the
+    #: preemptor's topology level's domains) they run in.
+    gangs: int = 0
+    domains: int = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VictimGang:
+    """The gang a victim runs in: its name for messages, ``min_member``,
+    whether it is disrupted whole (``all``) and its placed members."""
+
+    name: str
+    min_member: int
+    whole: bool
+    placed: tuple[PodInfo, ...]
 
 
 class DefaultPreemption:
@@ -174,6 +216,8 @@ class DefaultPreemption:
                     candidates.append(Candidate(info.name, v))
                     if len(candidates) >= want:
                         break
+        whole = (whole_gangs(self.handle, pod, c, nodes, self._may_take(pod)) for c in candidates)
+        candidates = [c for c in whole if c is not None]
         if not candidates:
             return fw.PostFilterResult(
                 fw.Status.unschedulable(
@@ -184,6 +228,19 @@ class DefaultPreemption:
                 nominated_node="",
             )
         return pick_one_node(candidates)
+
+    def _may_take(self, pod: PodInfo) -> Callable[[PodInfo], bool]:
+        """Whether a gang member going with a victim may be taken for
+        ``pod``: of lower priority, and in its queue when queues restrict
+        priority preemption."""
+        queues = self.handle.queues
+
+        def ok(p: PodInfo) -> bool:
+            if p.priority >= pod.priority:
+                return False
+            return queues is None or not queues.enabled or queues.within_queue(pod, p)
+
+        return ok
 
     def _success_reasons(self, best: Candidate) -> tuple[str, ...]:
         """Evaluator.Preempt's success status (``preemption.go`` v1.37.2),
@@ -249,16 +306,102 @@ class DefaultPreemption:
         return (fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE),)
 
 
-def pick_one_node(candidates: list[Candidate]) -> Candidate:
-    """pickOneNodeForPreemption's criteria, in order."""
+def victim_gang(h: Handle, victim: PodInfo) -> VictimGang | None:
+    """The gang ``victim`` runs in (None: none): a Workload API group
+    first, else any dialect of :class:`berth.gangs.GangIndex`."""
+    cache = h.cache
 
-    def key(c: Candidate) -> tuple[int, int, int, int, str]:
+    def placed(members: Sequence[model.Pod]) -> tuple[PodInfo, ...]:
+        out = (cache.get_pod(m.metadata.uid) for m in members)
+        return tuple(p for p in out if p is not None)
+
+    groups = h.scheduling_groups
+    if groups is not None:
+        key = workload_api.group_of(victim.pod, h.features.version)
+        gang = groups.gang(key) if key is not None else None
+        if key is not None and gang is not None and gang.min_count is not None:
+            mode = gang.pod_group.spec.disruption_mode if gang.pod_group is not None else None
+            whole = mode == "PodGroup" or (isinstance(mode, workload_api.DisruptionMode) and mode.all is not None)
+            return VictimGang(f'pod group "{key}"', gang.min_count, whole, placed(groups.members(key)))
+    index = h.gangs
+    if index is None:
+        return None
+    try:
+        m = index.member_of(victim.pod)
+        g = index.gang(m.key) if m is not None else None
+    except InvalidGang:
+        return None
+    if m is None or g is None:
+        return None
+    return VictimGang(m.key.described, g.min_member, False, placed(index.members(m.key)))
+
+
+def whole_gangs(
+    h: Handle, pod: PodInfo, cand: Candidate, nodes: NodeTable, may_take: Callable[[PodInfo], bool]
+) -> Candidate | None:
+    """``cand`` with its victims' gangs taken whole where their disruption
+    mode asks (see the module docstring); None when a member that would have
+    to go may not be taken (``may_take``: DefaultPreemption's rules, or
+    reclaim's)."""
+    victims = list(cand.victims.victims)
+    taken = {v.uid for v in victims}
+    seen: set[str] = set()
+    added: list[PodInfo] = []
+    for v in cand.victims.victims:
+        g = victim_gang(h, v)
+        if g is None or g.name in seen:
+            continue
+        seen.add(g.name)
+        left = [p for p in g.placed if p.uid not in taken]
+        if not left or (not g.whole and len(left) >= g.min_member):
+            continue
+        if not all(may_take(p) for p in left):
+            return None
+        added.extend(left)
+        taken.update(p.uid for p in left)
+    victims.extend(added)
+    violations = cand.victims.num_pdb_violations
+    if added:
+        extra, _ = preemption.pdb_violations(added, h.pdbs.list())
+        violations += len(extra)
+    return Candidate(cand.node, preemption.Victims(victims, violations), len(seen), _domains(h, pod, victims, nodes))
+
+
+def _domains(h: Handle, pod: PodInfo, victims: Sequence[PodInfo], nodes: NodeTable) -> int:
+    """How many domains the victims run in: of the preemptor's topology
+    level when it asks for one, else nodes."""
+    cache = h.cache
+    where = {n for v in victims if (n := cache.pod_node(v.uid)) is not None}
+    try:
+        constraint = tp.constraint_of(pod.pod.metadata.annotations or {}, h.topologies)
+    except InvalidGang:
+        constraint = None
+    if constraint is None or not where:
+        return max(1, len(where))
+    codes = nodes.label_column(constraint.level).codes
+    return len({int(codes[nodes.index[n]]) if n in nodes.index else -1 for n in where})
+
+
+def pick_one_node(candidates: list[Candidate]) -> Candidate:
+    """pickOneNodeForPreemption's criteria, in order, with the fewest gangs
+    and then the fewest domains right after the fewest PDB violations (both
+    0 and 1 for candidates without gangs: upstream's order is unchanged)."""
+
+    def key(c: Candidate) -> tuple[int, int, int, int, int, int, str]:
         vs = c.victims.victims
         highest = max(v.priority for v in vs)
         total = sum(v.priority + (1 << 31) for v in vs)  # shifted like MaxInt32+1 to keep it positive
         start_of_highest = min((v.pod.metadata.creation_timestamp or "") for v in vs if v.priority == highest)
         # Latest start time wins: negate by sorting on the inverted string later.
-        return (c.victims.num_pdb_violations, highest, total, len(vs), _invert(start_of_highest))
+        return (
+            c.victims.num_pdb_violations,
+            c.gangs,
+            c.domains,
+            highest,
+            total,
+            len(vs),
+            _invert(start_of_highest),
+        )
 
     return min(candidates, key=key)
 

@@ -58,9 +58,25 @@ Where 1.35, 1.36 and 1.37 differ without a gate, the code compares
   pod and unavailable on some node, before DefaultPreemption (which comes
   after this plugin) evicts anyone.
 
+- **Extended resources backed by DRA** (DRAExtendedResource, on from 1.36;
+  ``extendeddynamicresources.go``): a pod requesting an extended resource a
+  DeviceClass names (:mod:`berth.dra.extended`) gets one more claim, after
+  its own: the one an earlier cycle created for it (annotated, owned by the
+  pod), else an in-memory claim without requests. Filter gives it, per
+  node, a request per container for each such resource the node has no
+  allocatable of (NodeResourcesFit left those to this plugin), allocated
+  with the pod's own claims; "cannot fit resource" where a resource is
+  neither advertised nor backed. PreBind creates it (``generateName``
+  ``<pod>-extended-resources-``, the ``resource.kubernetes.io/extended-resource-claim``
+  annotation, the pod as controller) through the Handle's client — the API
+  server, or the embedded cluster's model — then writes its allocation and
+  reservation and the pod's ``status.extendedResourceClaimStatus``;
+  Unreserve deletes a claim it created. A claim of an earlier cycle that
+  has requests and no allocation makes the pod unschedulable ("cannot
+  schedule extended resource claim"); PostFilter deletes it.
+
 Messages are upstream's byte for byte where upstream has one (cited inline).
-Not ported: extended resources backed by DRA (DRAExtendedResource:
-``DeviceClass.spec.extendedResourceName``), the PodGroup paths
+Not ported: the PodGroup paths
 (``PodGroupPostFilter``, pending allocations shared in a PodGroup cycle,
 GenericWorkload), node-allocatable resources (alpha).
 """
@@ -83,9 +99,9 @@ from berth import dra as allocation
 from berth import features as gates
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
-from berth.cluster import dra, model
+from berth.cluster import dra, model, resources
 from berth.cluster.sources import Conflict
-from berth.dra import pools
+from berth.dra import extended, pools
 from berth.framework import interface as fw
 from berth.framework.handle import DraLister, Handle
 from berth.plugins.helpers import default_normalize_score
@@ -118,6 +134,8 @@ RETRY_DELAY_SECONDS = 0.01
 #: config.DynamicResourcesFilterTimeoutDefault, DynamicResourcesBindingTimeoutDefault (v1.37.2).
 FILTER_TIMEOUT_DEFAULT_SECONDS = 10.0
 BINDING_TIMEOUT_DEFAULT_SECONDS = 600.0
+#: AssumeExtendedResourceTimeoutDefaultSeconds (extendeddynamicresources.go v1.37.2).
+ASSUME_EXTENDED_CLAIM_TIMEOUT_SECONDS = 120
 #: PreBind's poll interval while binding conditions are pending (wait.PollUntilContextTimeout).
 BINDING_POLL_SECONDS = 5.0
 
@@ -300,6 +318,25 @@ class _State:
     #: Allocated claims whose devices failed binding or timed out binding
     #: (binding conditions): unavailable on every node.
     not_bound: set[int] = dataclasses.field(default_factory=set)
+    #: Index in ``claims`` of the claim for extended resources backed by DRA
+    #: (always the last), None without one; its uid at PreFilter (a
+    #: temporary one for the in-memory claim: the in-flight map's key).
+    extended: int | None = None
+    extended_uid: str = ""
+    #: The pod's scalar requests (draExtendedResource.podScalarResources).
+    scalar_requests: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Per node Filter passed: its variant of the extended claim (None: the
+    #: node serves every such resource through a device plugin) and the
+    #: container mappings PreBind writes into the pod's status.
+    node_extended: dict[str, tuple[dra.ResourceClaim | None, list[model.ContainerExtendedResourceRequest]]] = (
+        dataclasses.field(default_factory=dict)
+    )
+    #: With an unallocated extended claim, the claims to allocate are
+    #: prepared per distinct variant of it (nodes share few): by its requests.
+    prepared_for: dict[tuple[tuple[str, str, int], ...], allocation.Prepared | None] = dataclasses.field(
+        default_factory=dict
+    )
+    allocated: allocation.AllocatedState | None = None
     #: Filter's statuses by Unsatisfiable (many nodes share one): (outcome, status) by id.
     _statuses: dict[int, tuple[allocation.Unsatisfiable, fw.Status]] = dataclasses.field(default_factory=dict)
 
@@ -339,6 +376,7 @@ class DynamicResources:
         self.cel_cache = allocation.CelCache()
         self._allocator: allocation.Allocator | None = None
         self._allocator_generation = -1
+        self._classes = extended.ResolverCache()
 
     @property
     def store(self) -> DraLister:
@@ -399,12 +437,16 @@ class DynamicResources:
     def pre_filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable) -> fw.PreFilterResult:
         s = _State()
         state.write(STATE_KEY, s)
-        if not pod.pod.spec.resource_claims:
-            return fw.PreFilterResult(fw.Status.skip())
-        try:
-            claims = self._pod_claims(pod.pod)
-        except _Unschedulable as e:
-            return fw.PreFilterResult(fw.Status.unresolvable(str(e), plugin=NAME))
+        claims: list[dra.ResourceClaim] = []
+        if pod.pod.spec.resource_claims:
+            try:
+                claims = self._pod_claims(pod.pod)
+            except _Unschedulable as e:
+                return fw.PreFilterResult(fw.Status.unresolvable(str(e), plugin=NAME))
+        extended_claim = self._pre_filter_extended(pod, s)
+        if extended_claim is not None:
+            s.extended, s.extended_uid = len(claims), extended_claim.metadata.uid
+            claims = [*claims, extended_claim]
         if not claims:
             return fw.PreFilterResult(fw.Status.skip())
         store = self.store
@@ -438,6 +480,10 @@ class DynamicResources:
                         f"resource claim {_kobj(claim)} is in the process of being allocated", plugin=NAME
                     )
                 )
+            if i == s.extended:
+                # "Continue without validating the special claim for extended
+                # resource backed by DRA": Filter gives it its requests per node.
+                continue
             for request in claim.spec.devices.requests:
                 if request.exactly is not None:
                     st = self._validate_class(request.exactly.device_class_name, request.name)
@@ -460,7 +506,10 @@ class DynamicResources:
                 if not st.ok:
                     return fw.PreFilterResult(st)
         s.claims = claims
-        if s.to_allocate:
+        if s.extended is not None and s.extended in s.to_allocate:
+            # The extended claim's requests depend on the node: Filter prepares per variant.
+            s.allocated = allocated_state(store, consumable_capacity=self.gates.dra_consumable_capacity)
+        elif s.to_allocate:
             # dynamicresources.go PreFilter: NewAllocator once per cycle, over
             # the devices in use now; Filter then only runs Allocate per node.
             timeout = self.filter_timeout if self.gates.dra_scheduler_filter_timeout else 0.0
@@ -471,6 +520,82 @@ class DynamicResources:
                 timeout=timeout or None,
             )
         return fw.PreFilterResult()
+
+    def _pre_filter_extended(self, pod: PodInfo, s: _State) -> dra.ResourceClaim | None:
+        """preFilterExtendedResources: the pod's claim for extended resources
+        backed by DRA (one of an earlier cycle, else a new in-memory one), or
+        None when the gate is off or no class backs what the pod requests."""
+        if not self.gates.dra_extended_resource:
+            return None
+        resolver = self._classes.get(self.store)
+        if not resolver.backs_any(pod.requests):
+            return None
+        s.scalar_requests = {n: v for n, v in pod.requests.items() if resources.is_scalar(n)}
+        found = extended.find_claim(pod.pod, self.store.claims())
+        return found if found is not None else extended.special_claim(pod.pod)
+
+    def _filter_extended(
+        self, s: _State, pod: model.Pod, node: model.Node
+    ) -> fw.Status | tuple[dra.ResourceClaim | None, list[model.ContainerExtendedResourceRequest]]:
+        """filterExtendedResources: the node's variant of the extended claim
+        (None: nothing to allocate for it there) and its mappings, or why the
+        pod cannot use the node."""
+        if s.extended is None:
+            return None, []
+        claim = s.claims[s.extended]
+        if claim.spec.devices.requests:
+            # "The claim is from the prior scheduling cycle, return unschedulable
+            # such that it can be deleted at the PostFilter phase, and retry anew."
+            return fw.Status.unresolvable("cannot schedule extended resource claim", plugin=NAME)
+        resolver = self._classes.get(self.store)
+        allocatable = resources.node_allocatable(node)
+        through_dra = []
+        for name, amount in s.scalar_requests.items():
+            if not amount or not extended.is_dra_extended_resource_name(name):
+                continue
+            backed = resolver.device_class(name) is not None
+            if backed and allocatable.get(name, 0) == 0:
+                through_dra.append(name)
+            elif name not in allocatable:
+                return fw.Status.unresolvable("cannot fit resource", plugin=NAME)
+        if not through_dra or claim.status.allocation is not None:
+            return None, []
+        requests, mappings = extended.requests_and_mappings(pod, through_dra, resolver)
+        spec = dra.ResourceClaimSpec(devices=dra.DeviceClaim(requests=requests))
+        return msgspec.structs.replace(claim, spec=spec), mappings
+
+    def _prepared_for(self, s: _State, node_claim: dra.ResourceClaim | None) -> allocation.Prepared | None:
+        """The claims to allocate on a node whose extended claim is ``node_claim``, prepared once per variant."""
+        key = tuple(
+            (r.name, r.exactly.device_class_name, r.exactly.count)
+            for r in (node_claim.spec.devices.requests if node_claim is not None else ())
+            if r.exactly is not None
+        )
+        if key in s.prepared_for:
+            return s.prepared_for[key]
+        claims = [s.claims[i] for i in s.to_allocate if i != s.extended]
+        if node_claim is not None:
+            claims.append(node_claim)
+        prepared = None
+        if claims:
+            timeout = self.filter_timeout if self.gates.dra_scheduler_filter_timeout else 0.0
+            store = self.store
+            prepared = self._current_allocator(store).prepare(
+                claims,
+                s.allocated if s.allocated is not None else allocation.AllocatedState(devices=frozenset()),
+                versions=store.pool_versions,
+                timeout=timeout or None,
+            )
+        s.prepared_for[key] = prepared
+        return prepared
+
+    def _allocating(self, s: _State, node: str) -> list[int]:
+        """The indices of the claims whose allocations Filter found on ``node``, in their order."""
+        if s.extended is None or s.extended not in s.to_allocate:
+            return s.to_allocate
+        user = [i for i in s.to_allocate if i != s.extended]
+        node_claim = s.node_extended.get(node, (None, []))[0]
+        return [*user, s.extended] if node_claim is not None else user
 
     def _validate_class(self, class_name: str, request: str) -> fw.Status:
         if not class_name:
@@ -501,7 +626,7 @@ class DynamicResources:
             return fw.NodeVerdicts.all_ok(n)
         if s.prepared is not None and len(s.to_allocate) == len(s.claims):
             return self._filter_allocate(s, s.prepared, nodes, rows)
-        return fw.NodeVerdicts.per_node(self._filter_node(s, nodes.node(row)) for row in rows.tolist())
+        return fw.NodeVerdicts.per_node(self._filter_node(s, pod.pod, nodes.node(row)) for row in rows.tolist())
 
     def _filter_allocate(
         self, s: _State, prepared: allocation.Prepared, nodes: NodeTable, rows: IntArray
@@ -536,7 +661,18 @@ class DynamicResources:
             reason[k] = i
         return fw.NodeVerdicts(ok, statuses, reason)
 
-    def _filter_node(self, s: _State, node: model.Node) -> fw.Status:
+    def _filter_node(self, s: _State, pod: model.Pod, node: model.Node) -> fw.Status:
+        got = self._filter_extended(s, pod, node)
+        if isinstance(got, fw.Status):
+            return got
+        node_claim, mappings = got
+        # "The pod has no user claim, it may have extended resource claim that
+        # is satisfied by device plugin. Then there is nothing left to do."
+        if node_claim is None and s.extended == 0:
+            return fw.SUCCESS
+        prepared = s.prepared
+        if s.extended is not None and s.extended in s.to_allocate:
+            prepared = self._prepared_for(s, node_claim)
         unavailable = (
             [
                 i
@@ -547,9 +683,9 @@ class DynamicResources:
             else []
         )
         results: allocation.Solution | None = None
-        if s.prepared is not None:
+        if prepared is not None:
             try:
-                outcome = s.prepared.solve(node)
+                outcome = prepared.solve(node)
             except allocation.AllocationError as e:
                 # "This should only fail if there is something wrong with the
                 # claim or class": an error, retried with backoff.
@@ -564,6 +700,8 @@ class DynamicResources:
             return fw.Status.unresolvable(REASON_NOT_AVAILABLE, plugin=NAME)
         if results is not None:
             s.node_allocations[node.metadata.name] = results
+        if s.extended is not None:
+            s.node_extended[node.metadata.name] = (node_claim, mappings)
         return fw.SUCCESS
 
     def post_filter(
@@ -578,12 +716,22 @@ class DynamicResources:
             return fw.PostFilterResult(_unschedulable(() if quiet else ("no new claims to deallocate",)))
         # Upstream picks one at random ("there is no better heuristic"); the
         # first, here, so that a run is reproducible.
+        stale = s.extended is not None and not extended.is_special(s.claims[s.extended])
         for i in sorted(s.unavailable):
+            if i == s.extended:
+                if stale:
+                    break
+                continue
             claim = s.claims[i]
             reserved = claim.status.reserved_for
             if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
                 self.handle.client.deallocate_claim(claim)
                 return fw.PostFilterResult(_unschedulable(("deallocation of ResourceClaim completed",)))
+        if stale and s.extended is not None:
+            # "If the special resource claim for extended resource backed by DRA
+            # is reserved or allocated at prior scheduling cycle, then it should be deleted."
+            self.handle.client.delete_claim(s.claims[s.extended])
+            return fw.PostFilterResult(_unschedulable(("deletion of ResourceClaim completed",)))
         return fw.PostFilterResult(_unschedulable(() if quiet else ("still not schedulable",)))
 
     # ------------------------------------------------------------ scoring
@@ -600,15 +748,25 @@ class DynamicResources:
             return out
         found = s.node_allocations
         for k, row in enumerate(rows.tolist()):
-            solution = found.get(nodes.name(row))
+            name = nodes.name(row)
+            solution = found.get(name)
             if solution is None:
                 continue
             try:
-                out[k] = compute_score(s.claims, solution.request_names(), self.gates.version)
+                out[k] = compute_score(self._claims_on(s, name), solution.request_names(), self.gates.version)
             except ValueError as e:
                 # An error status from Score fails the attempt (RunScorePlugins).
                 raise RuntimeError(f'running Score plugins: plugin "{NAME}" failed with: {e}') from None
         return out
+
+    def _claims_on(self, s: _State, node: str) -> list[dra.ResourceClaim]:
+        """The pod's claims as allocated on ``node``: the extended claim is the
+        node's variant, left out where the node needs none."""
+        if s.extended is None or s.extended not in s.to_allocate:
+            return s.claims
+        node_claim = s.node_extended.get(node, (None, []))[0]
+        user = s.claims[: s.extended]
+        return [*user, node_claim] if node_claim is not None else user
 
     def normalize_score(self, state: fw.CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         """NormalizeScore: helper.DefaultNormalizeScore(MaxNodeScore, false)."""
@@ -622,19 +780,29 @@ class DynamicResources:
         s = state.get(STATE_KEY)
         if s is None or not s.claims or not s.to_allocate:
             return fw.SUCCESS
+        allocating = self._allocating(s, node)
+        if not allocating:
+            # Only the extended claim, and the node's device plugins serve it.
+            return fw.SUCCESS
         solution = s.node_allocations.get(node)
         results = solution.results() if solution is not None else None
         if not results:
             # "We checked before that the node is suitable."
             return fw.Status.error("claim allocation not found for node", plugin=NAME)
-        if len(results) != len(s.to_allocate):
+        if len(results) != len(allocating):
             return fw.Status.error(
-                f"internal error, have {len(results)} allocations, {len(s.to_allocate)} claims to allocate, "
-                f"want {len(s.to_allocate)} claims",
+                f"internal error, have {len(results)} allocations, {len(allocating)} claims to allocate, "
+                f"want {len(allocating)} claims",
                 plugin=NAME,
             )
         store = self.store
-        for i, result in zip(s.to_allocate, results, strict=True):
+        if s.extended in allocating:
+            # "replace the special claim template for extended resource backed
+            # by DRA with the real instantiated claim" (the node's variant).
+            node_claim = s.node_extended[node][0]
+            assert node_claim is not None
+            s.claims[s.extended] = node_claim
+        for i, result in zip(allocating, results, strict=True):
             s.allocations[i] = result
             claim = s.claims[i]
             finalizers = claim.metadata.finalizers
@@ -653,12 +821,22 @@ class DynamicResources:
         if s is None:
             return
         store = self.store
-        for claim in s.claims:
+        for i, claim in enumerate(s.claims):
+            if i == s.extended:
+                continue
             # In flight no more: the claim is what its source says again.
             if store.remove_pending_allocation(claim.metadata.uid):
                 store.restore_claim(claim.metadata.namespace, claim.metadata.name)
             if claim.status.allocation is not None and _reserved_for(pod, claim):
                 self.handle.client.unreserve_claim(claim, pod.uid)
+        if s.extended is not None:
+            # unreserveExtendedResourceClaim: out of flight by the uid it had at
+            # PreFilter; deleted when PreBind had created it.
+            claim = s.claims[s.extended]
+            if store.remove_pending_allocation(s.extended_uid):
+                store.restore_claim(claim.metadata.namespace, claim.metadata.name)
+            if not extended.is_special(claim):
+                self.handle.client.delete_claim(claim)
 
     # ------------------------------------------------------------ binding
 
@@ -675,8 +853,13 @@ class DynamicResources:
         for i, claim in enumerate(s.claims):
             if _reserved_for(pod, claim):
                 continue
+            if i == s.extended and s.allocations[i] is None and not claim.spec.devices.requests:
+                continue  # "extended resource requests satisfied by device plugin"
             try:
-                s.claims[i] = await self._bind_claim(s, i, pod)
+                if i == s.extended:
+                    await self._bind_extended_claim(s, i, pod, node)
+                else:
+                    s.claims[i] = await self._bind_claim(s, i, pod)
             except Exception as e:  # statusError: retried with backoff, after Unreserve
                 return fw.Status.error(str(e), plugin=NAME)
         if not self._binding_gates or not any(_has_binding_conditions(c) for c in s.claims):
@@ -730,6 +913,61 @@ class DynamicResources:
             return False
         since = datetime.fromisoformat(allocation.allocation_timestamp)
         return (datetime.now(UTC) - since).total_seconds() > self.binding_timeout
+
+    async def _bind_extended_claim(self, s: _State, i: int, pod: PodInfo, node: str) -> None:
+        """bindClaim for the extended claim: created first when it exists in
+        memory only (createExtendedResourceClaimInAPI), then bound as any
+        claim; then the pod's ``status.extendedResourceClaimStatus``
+        (patchPodExtendedResourceClaimStatus)."""
+        client = self.handle.client
+        claim = s.claims[i]
+        if extended.is_special(claim):
+            node_claim, _ = s.node_extended.get(node, (None, []))
+            if node_claim is None:
+                raise RuntimeError(f"extended resource claim not found for node {node}")
+            # "Clear fields which must or can not be set during creation."
+            md = msgspec.structs.replace(node_claim.metadata, name="", uid="")
+            fresh = msgspec.structs.replace(node_claim, metadata=md, status=dra.ResourceClaimStatus())
+            try:
+                created = await client.create_claim(fresh)
+            except Exception as e:
+                raise RuntimeError(
+                    f"create claim for extended resources {claim.metadata.namespace}/{claim.metadata.name}: {e}"
+                ) from e
+            # The in-flight entry stays under the PreFilter uid (removed below).
+            s.claims[i] = created
+        try:
+            s.claims[i] = await self._bind_claim(s, i, pod)
+            await self._wait_for_claim(s.claims[i])
+        finally:
+            self.store.remove_pending_allocation(s.extended_uid)
+        mappings = s.node_extended.get(node, (None, []))[1]
+        if not mappings:
+            md = pod.pod.metadata
+            raise RuntimeError(
+                f"nil or empty request mappings, no update of pod {md.namespace}/{md.name} ExtendedResourceClaimStatus"
+            )
+        status = model.PodExtendedResourceClaimStatus(
+            request_mappings=list(mappings), resource_claim_name=s.claims[i].metadata.name
+        )
+        try:
+            await client.set_extended_resource_claim_status(pod.pod, status)
+        except Exception as e:
+            md = pod.pod.metadata
+            raise RuntimeError(f"update pod {md.namespace}/{md.name} ExtendedResourceClaimStatus: {e}") from e
+
+    async def _wait_for_claim(self, claim: dra.ResourceClaim) -> None:
+        """waitForExtendedClaimInAssumeCache: the created claim reaches the
+        store through its informer; until then its devices stay in flight.
+        Polled every second for up to 120 s; not finding it is only logged
+        upstream, and PreBind carries on."""
+        store = self.store
+        md = claim.metadata
+        for _ in range(ASSUME_EXTENDED_CLAIM_TIMEOUT_SECONDS):
+            if store.claim(md.namespace, md.name) is not None:
+                store.assume_claim(claim)
+                return
+            await asyncio.sleep(1.0)
 
     async def _bind_claim(self, s: _State, i: int, pod: PodInfo) -> dra.ResourceClaim:
         """bindClaim: finalizer, allocation and reservation, with conflict retries."""

@@ -34,11 +34,16 @@ queue holds pods, not groups, so this plugin holds the members at PreEnqueue
 for the group's backoff (the queue's defaults: 1 s doubling to 10 s) and
 then activates them together; the gang's quorum at Permit resets it.
 
-A pod is in at most one gang: a pod that names a Workload API group and is
-also claimed by a dialect of :mod:`berth.gangs` (scheduler-plugins' label,
-Volcano's annotation, ...) is in neither, and waits here with a message
-naming both, as berth.gangs treats a pod two of its dialects claim. CompositePodGroups (the
-``CompositePodGroup`` gate, alpha in 1.37) are not followed.
+The Workload API is one of :mod:`berth.gangs`' sources (``workload-api``):
+the registry says which pods are in which group, so a pod that names a
+Workload API group and is also claimed by another dialect (scheduler-plugins'
+label, Volcano's annotation, ...) is in neither and waits here with the
+registry's message naming both, and ``gangSources:`` without
+``workload-api`` turns these gangs off (their pods are scheduled one by
+one). The gang's definition and members are still read from the Workload
+API's own store (:class:`berth.cluster.workload_api.GroupStore`), the
+shapes upstream reads. CompositePodGroups (the ``CompositePodGroup`` gate,
+alpha in 1.37) are not followed.
 """
 
 from __future__ import annotations
@@ -53,11 +58,12 @@ from berth.cache.table import NodeTable
 from berth.cluster import model, workload_api
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
+from berth.gangs.sources import WORKLOAD_API, WORKLOAD_API_PERMIT_TIMEOUT_SECONDS, workload_gang_key
 
 __all__ = ["PERMIT_TIMEOUT_SECONDS", "GangScheduling", "placement_feasible"]
 
 #: ``permitTimeoutDuration`` (gangscheduling.go v1.37.2): 5 minutes.
-PERMIT_TIMEOUT_SECONDS = 300.0
+PERMIT_TIMEOUT_SECONDS = WORKLOAD_API_PERMIT_TIMEOUT_SECONDS
 
 MSG_GROUP_NOT_FOUND = 'waiting for pods\'s pod group "{}" to appear in scheduling queue'
 MSG_QUORUM_NOT_MET = "waiting for minCount pods from a gang to appear in scheduling queue"
@@ -100,7 +106,18 @@ class GangScheduling:
     def _key(self, pod: PodInfo) -> workload_api.GroupKey | None:
         if self.groups is None:
             return None
+        index = self.handle.gangs
+        if index is not None and not index.claims(WORKLOAD_API):
+            return None  # gangSources without workload-api (or the gate off)
         return workload_api.group_of(pod.pod, self.version)
+
+    def _members(self, key: workload_api.GroupKey) -> list[model.Pod]:
+        """The group's live members as the gang registry has them: a pod
+        another dialect claims too is in no gang, so it counts toward none."""
+        index = self.handle.gangs
+        if index is not None:
+            return index.members(workload_gang_key(key))
+        return self.groups.members(key) if self.groups is not None else []
 
     def _placed(self, members: Sequence[model.Pod]) -> list[model.Pod]:
         """Members assumed or bound (PodGroupState's ScheduledPodsCount)."""
@@ -122,22 +139,15 @@ class GangScheduling:
         key = self._key(pod)
         if key is None or self.groups is None:
             return fw.SUCCESS
-        other = self._other_gang(pod)
-        if other is not None:
-            return fw.Status(
-                fw.Code.PENDING,
-                (
-                    f'pod is claimed by two gang sources, workload-api (group "{key.name}") and {other}: '
-                    "remove one dialect's keys",
-                ),
-                self.NAME,
-            )
+        refused = self._refused(pod)
+        if refused is not None:
+            return fw.Status(fw.Code.PENDING, (refused,), self.NAME)
         gang = self.groups.gang(key)
         if gang is None:
             return fw.Status.unresolvable(MSG_GROUP_NOT_FOUND.format(key.name), plugin=self.NAME)
         if gang.min_count is None:  # basic policy
             return fw.SUCCESS
-        if len(self.groups.members(key)) < gang.min_count:
+        if len(self._members(key)) < gang.min_count:
             return fw.Status.unresolvable(MSG_QUORUM_NOT_MET, plugin=self.NAME)
         return self._backing_off(key, fw.Code.PENDING) or fw.SUCCESS
 
@@ -158,7 +168,7 @@ class GangScheduling:
             return fw.Status.error(f"failed to get podGroup {key}: not found", plugin=self.NAME), 0.0
         if gang.min_count is None:
             return fw.SUCCESS, 0.0
-        members = self.groups.members(key)
+        members = self._members(key)
         placed = self._placed(members)
         if len(placed) < gang.min_count:
             # Siblings gated or parked waiting for this one come back now.
@@ -184,7 +194,7 @@ class GangScheduling:
         if key is not None and self.groups is not None:
             gang = self.groups.gang(key)
             if gang is not None and gang.min_count is not None and self._backing_off(key, fw.Code.PENDING) is None:
-                members = self.groups.members(key)
+                members = self._members(key)
                 scheduled = len(self._placed(members))
                 remaining = sum(1 for m in members if m.metadata.uid != pod.uid) - scheduled
                 st = placement_feasible(gang.min_count, scheduled, max(remaining, 0))
@@ -222,7 +232,7 @@ class GangScheduling:
         if left > 0:  # handle.clock and the loop's clock may differ by a hair
             asyncio.get_running_loop().call_later(left, self._end_backoff, key)
             return
-        members = self.groups.members(key)
+        members = self._members(key)
         if not members:
             del self._backoff[key]  # the gang is gone: forget it
         elif self.handle.activator is not None:
@@ -230,16 +240,17 @@ class GangScheduling:
 
     # ------------------------------------------------------------ helpers
 
-    def _other_gang(self, pod: PodInfo) -> str | None:
-        """The other dialect's claim on ``pod`` (berth.gangs), if any."""
+    def _refused(self, pod: PodInfo) -> str | None:
+        """Why the gang registry puts ``pod`` in no gang (claimed by this and
+        another dialect, or another dialect's key malformed), if it does."""
         index = self.handle.gangs
         if index is None:
             return None
         try:
-            m = index.member_of(pod.pod)
+            index.member_of(pod.pod)
         except gangs.InvalidGang as e:
             return str(e)
-        return None if m is None else f'{m.key.source} (group "{m.key.name}")'
+        return None
 
     def _waiting_siblings(self, key: workload_api.GroupKey, pod: PodInfo) -> list[str]:
         waiting = self.handle.waiting_pods

@@ -10,8 +10,10 @@ victim first — the queue furthest above its fair share, lowest priority,
 newest — cut where taking one more would bring its queue below its
 guarantee; then kube-scheduler's ``SelectVictimsOnNode`` keeps only what the
 pod needs (giving the least preferred victims back first, PodDisruptionBudget
-violators before the others) and ``pickOneNodeForPreemption`` chooses the
-node, exactly as for priority preemption.
+violators before the others), victims' gangs are taken whole or kept at
+their minimum (:func:`berth.plugins.default_preemption.whole_gangs`), and
+``pickOneNodeForPreemption`` chooses the node, exactly as for priority
+preemption.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from berth.cluster import model, resources
 from berth.framework import interface as fw
 from berth.framework import preemption
 from berth.framework.runtime import Framework
-from berth.plugins.default_preemption import Candidate, pick_one_node
+from berth.plugins.default_preemption import Candidate, pick_one_node, whole_gangs
 from berth.quota.tree import QueueTree
 
 __all__ = ["Reclaim", "select"]
@@ -99,7 +101,15 @@ def select(
             reprieve_order=_least_preferred_first(rank),
         )
         if v is not None and v.victims:
-            found.append(Candidate(info.name, v))
+            # Gangs go whole or keep their minimum, as for priority
+            # preemption; a member that must go with its gang must itself be
+            # reclaimable.
+            whole = whole_gangs(
+                fwk.handle, pod, Candidate(info.name, v), snap, lambda p: bool(tree.reclaimable(pod, [p]))
+            )
+            if whole is None:
+                continue
+            found.append(whole)
             if len(found) >= want:
                 break
     if not found:

@@ -6,6 +6,7 @@
       max: {cpu: "128"}               # hard cap; absent resources: capped by the parent / cluster
       weight: 1                       # share of what is above guarantees, among siblings
       preemption: {reclaim: true, withinQueue: LowerPriority}
+      reservation: {after: 10m, maxPerQueue: 1, timeout: 1h}  # hold capacity for a gang waiting 10m
     - name: research-vision
       parent: research
       guaranteed: {cpu: "16"}
@@ -30,8 +31,17 @@ import msgspec
 
 from berth.cluster import model, resources
 from berth.errors import InvalidArgument
+from berth.gangs import reservations
 
-__all__ = ["DEFAULT_QUEUE", "NAME_RE", "PreemptionSpec", "QueueSpec", "validate_queues"]
+__all__ = [
+    "DEFAULT_QUEUE",
+    "NAME_RE",
+    "PreemptionSpec",
+    "QueueSpec",
+    "ReservationSpec",
+    "reservation_policy",
+    "validate_queues",
+]
 
 #: Pods that name no queue and match no namespace go to this leaf when it exists.
 DEFAULT_QUEUE = "default"
@@ -53,6 +63,22 @@ class PreemptionSpec(_Spec):
     within_queue: Literal["LowerPriority", "Never"] = "LowerPriority"
 
 
+class ReservationSpec(_Spec):
+    """Reservations with backfill (:mod:`berth.gangs.reservations`): a gang
+    or pod of this queue that has waited longer than ``after`` gets capacity
+    held for it; pods that declare a runtime ending before it can start
+    still use it (backfill)."""
+
+    #: How long a gang or pod waits before capacity is held for it
+    #: (seconds, or a duration: ``90s``, ``10m``, ``1h``).
+    after: str | float
+    #: How many reservations the queue holds at once.
+    max_per_queue: int = 1
+    #: How long one is held before it is given up (the owner keeps waiting,
+    #: behind another that has waited longer).
+    timeout: str | float = "1h"
+
+
 class QueueSpec(_Spec):
     name: str
     parent: str = ""
@@ -61,6 +87,8 @@ class QueueSpec(_Spec):
     weight: float = 1.0
     namespaces: list[str] = []
     preemption: PreemptionSpec = msgspec.field(default_factory=PreemptionSpec)
+    #: None: nothing is held for this queue's gangs and pods.
+    reservation: ReservationSpec | None = None
 
     def matches_namespace(self, namespace: str) -> bool:
         return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
@@ -72,6 +100,27 @@ def _amounts(spec: QueueSpec, field: str, path: str) -> dict[str, int]:
         if not name or name == resources.PODS:
             raise InvalidArgument(f"{path}.{field}[{name or '(empty)'}]: not a quota resource")
     return resources.canonical_list(raw, f"{path}.{field}")
+
+
+def reservation_policy(spec: QueueSpec, path: str = "queue") -> reservations.ReservationPolicy | None:
+    """The queue's reservation in seconds (None: none); raises
+    InvalidArgument naming the field (``queues[0].reservation.after: ...``)."""
+    r = spec.reservation
+    if r is None:
+        return None
+    try:
+        after = reservations.parse_duration(r.after)
+    except ValueError as e:
+        raise InvalidArgument(f"{path}.reservation.after: {e}") from None
+    try:
+        timeout = reservations.parse_duration(r.timeout)
+    except ValueError as e:
+        raise InvalidArgument(f"{path}.reservation.timeout: {e}") from None
+    if r.max_per_queue < 1:
+        raise InvalidArgument(f"{path}.reservation.maxPerQueue: must be at least 1, got {r.max_per_queue}")
+    if timeout <= 0:
+        raise InvalidArgument(f"{path}.reservation.timeout: must be more than 0")
+    return reservations.ReservationPolicy(spec.name, after, r.max_per_queue, timeout)
 
 
 def validate_queues(specs: Sequence[QueueSpec]) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
@@ -104,6 +153,8 @@ def validate_queues(specs: Sequence[QueueSpec]) -> dict[str, tuple[dict[str, int
                     f"max {resources.format_quantity(name, cap[name])}"
                 )
         amounts[q.name] = (guaranteed, cap)
+        if q.reservation is not None:
+            reservation_policy(q, path)
     children: dict[str, list[int]] = {}
     for i, q in enumerate(specs):
         if not q.parent:

@@ -44,8 +44,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from berth.cache.infos import PodInfo
 from berth.cluster import model, resources
+from berth.gangs.reservations import ReservationPolicy
 from berth.quota.naming import QueueNaming
-from berth.quota.spec import DEFAULT_QUEUE, QueueSpec, validate_queues
+from berth.quota.spec import DEFAULT_QUEUE, QueueSpec, reservation_policy, validate_queues
 
 __all__ = ["LABEL_QUEUE", "QUOTA_PLUGIN", "QueueStatus", "QueueTree", "Verdict"]
 
@@ -586,6 +587,19 @@ class QueueTree:
                         "so nothing is reclaimed for it"
                     )
         return ""
+
+    def reservation_of(self, pod: model.Pod) -> ReservationPolicy | None:
+        """The reservation policy of the leaf queue ``pod`` waits in (None:
+        unqueued, or its queue holds nothing)."""
+        if not self._queues:
+            return None
+        leaf, _ = self.leaf_of(pod)
+        q = self._queues.get(leaf) if leaf else None
+        return reservation_policy(q.spec) if q is not None else None
+
+    def reservation_policies(self) -> dict[str, ReservationPolicy]:
+        """Every queue that holds reservations -> its policy."""
+        return {n: p for n, q in self._queues.items() if (p := reservation_policy(q.spec)) is not None}
 
     def within_queue(self, preemptor: PodInfo, victim: PodInfo) -> bool:
         """Whether priority preemption may take ``victim`` for ``preemptor``:

@@ -236,7 +236,10 @@ def find_nodes_that_fit(
                 return rows, diagnosis, out
 
     if allowed is not None:
-        order = np.asarray([r for r in order.tolist() if nodes.name(r) in allowed], dtype=np.int64)
+        # A mask from the (usually few) allowed names, not a name lookup per row.
+        keep = np.zeros(nodes.size, dtype=bool)
+        keep[[nodes.index[name] for name in allowed if name in nodes.index]] = True
+        order = order[keep[order]]
         diagnosis.absent_nodes_status = fw.Status.unresolvable(absent_nodes_reason(state))
     n = len(order)
     want = num_feasible_nodes_to_find(percentage, n) if sampler is not None else n

@@ -191,6 +191,12 @@ def _group_name(group: model.PodGroup | None) -> str:
     naming ``group.`` the field when the API server would refuse it."""
     if group is None:
         return ""
+    if group.api_version != model.PodGroup().api_version:
+        # The members get scheduler-plugins' label: a gang Submit makes is its.
+        raise InvalidArgument(
+            f"group.dialect: Submit makes scheduler-plugins gangs (its pods get the label "
+            f"{model.LABEL_POD_GROUP}), not {group.api_version} ones; feed those with UpsertPodGroups"
+        )
     group.metadata.namespace = group.metadata.namespace or "default"
     try:
         validation.validate_pod_group(group)

@@ -21,6 +21,7 @@ from berth.cluster import dra, model
 from berth.cluster.sources import BindError, BindRetriable, Conflict, Source
 from berth.errors import NotFound
 from berth.framework import interface as fw
+from berth.scheduling import feeding
 from berth.scheduling.dra_state import DraStore
 from berth.scheduling.state import PodStore
 
@@ -67,6 +68,9 @@ class SourceClient:
         #: pod Berth never saw): the embedded cluster, or the API server.
         self.default_source: Source | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Large feed batches in progress: a bind waits for one to end (its
+        #: checks were made against the state without this bind).
+        self.feeding = feeding.FeedGate()
 
     def source_of(self, pod: model.Pod) -> Source | None:
         return self._pods.source_of(pod.metadata.uid) or self.default_source
@@ -84,6 +88,7 @@ class SourceClient:
         delays = self.bind_backoff.delays(self._rng) if self.bind_backoff is not None else []
         while True:
             try:
+                await self.feeding.quiet()
                 await source.bind(pod, node)
             except BindRetriable as e:
                 if not delays:
@@ -97,12 +102,21 @@ class SourceClient:
     def evict(self, pod: model.Pod, reason: str) -> None:
         source = self.source_of(pod)
         if source is not None:
-            self.spawn(source.evict(pod, reason), f"evict {pod.key}")
+            self.spawn(self._when_quiet(source.evict(pod, reason)), f"evict {pod.key}")
 
     def nominate(self, pod: model.Pod, node: str) -> None:
         source = self.source_of(pod)
         if source is not None:
-            self.spawn(source.nominate(pod, node), f"nominate {pod.key} to {node!r}")
+            self.spawn(self._when_quiet(source.nominate(pod, node)), f"nominate {pod.key} to {node!r}")
+
+    async def _when_quiet(self, write: Coroutine[Any, Any, None]) -> None:
+        """``write`` once no feed batch is being applied (as :meth:`bind`)."""
+        try:
+            await self.feeding.quiet()
+        except BaseException:
+            write.close()  # never started
+            raise
+        await write
 
     async def nominate_now(self, pod: model.Pod, node: str) -> None:
         """:meth:`nominate`, done before returning (the binding cycle's
@@ -173,6 +187,51 @@ class SourceClient:
 
     async def _write_status(self, claim: dra.ResourceClaim) -> None:
         await self.update_claim_status(claim)
+
+    async def create_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        # DynamicResources' claim for extended resources: its pod's source owns it.
+        source = self.default_source
+        owner = next((r.uid for r in claim.metadata.owner_references if r.controller), "")
+        if owner:
+            source = self._pods.source_of(owner) or source
+        if source is None:
+            raise NotFound(f"no source to create resourceclaim in namespace {claim.metadata.namespace}")
+        return await source.create_claim(claim)
+
+    def delete_claim(self, claim: dra.ResourceClaim) -> None:
+        self.spawn(self._delete_claim(claim), f"delete resourceclaim {claim.key}")
+
+    async def _delete_claim(self, claim: dra.ResourceClaim) -> None:
+        """deleteClaim (extendeddynamicresources.go v1.37.2): the builtin
+        finalizer goes in an update (retried on conflict), then the delete."""
+        md = claim.metadata
+        source = self._claim_source(md.namespace, md.name)
+        for _ in range(5):
+            try:
+                current = await source.get_claim(md.namespace, md.name)
+            except NotFound:
+                return
+            if dra.DELETE_PROTECTION_FINALIZER not in current.metadata.finalizers:
+                break
+            kept = [f for f in current.metadata.finalizers if f != dra.DELETE_PROTECTION_FINALIZER]
+            try:
+                await source.update_claim(
+                    msgspec.structs.replace(
+                        current, metadata=msgspec.structs.replace(current.metadata, finalizers=kept)
+                    )
+                )
+            except Conflict:
+                continue
+            break
+        await source.delete_claim(md.namespace, md.name)
+
+    async def set_extended_resource_claim_status(
+        self, pod: model.Pod, status: model.PodExtendedResourceClaimStatus
+    ) -> None:
+        source = self.source_of(pod)
+        if source is None:
+            raise NotFound(f"no source owns pod {pod.key}")
+        await source.set_extended_resource_claim_status(pod, status)
 
     # ------------------------------------------------------------ reports
 

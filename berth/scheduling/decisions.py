@@ -133,6 +133,11 @@ class DecisionLog:
         self.trimmed: Callable[[int], None] | None = None
 
     @property
+    def watcher_count(self) -> int:
+        """Subscribers reading now (every open stream once it has subscribed)."""
+        return len(self._watchers)
+
+    @property
     def nbytes(self) -> int:
         """The estimated bytes ``latest`` holds (never above ``max_bytes``)."""
         return self._bytes

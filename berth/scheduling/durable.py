@@ -11,6 +11,11 @@ Written (the store commits in batches; :meth:`Durable.sync` waits)::
                                      without each verb saying so
     submitted gangs                  kind ``pod_groups`` (the core keeps them,
                                      not the cluster's dict)
+    Workload API groups, Queue       kinds ``scheduling_groups`` and
+    objects                          ``queue_objects``: the core keeps them;
+                                     the two places every change of them
+                                     goes through (the GroupStore's put and
+                                     remove, QueueObjects.commit) write too
     the decision log                 each decision with its serial
     the submit ledger                idempotency key -> the first outcome
 
@@ -34,7 +39,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from berth.cluster import manifests, model
+from berth.cluster import manifests, model, workload_api
+from berth.cluster import queues as cluster_queues
 from berth.cluster.embedded import EmbeddedCluster
 from berth.errors import InvalidArgument
 from berth.scheduling import batch
@@ -148,10 +154,13 @@ class Durable:
         # The decisions the reload itself makes (pods queued again) are kept too.
         self._keep_decisions()
         objs = manifests.Manifests()
+        queue_objects: list[cluster_queues.Queue] = []
         for kind, by_key in snap.objects.items():
             if kind == codec.SUBMITS:
                 for key, first in by_key.items():
                     self._remember(key, first)  # type: ignore[arg-type]
+            elif kind == codec.QUEUE_OBJECTS:
+                queue_objects.extend(by_key.values())  # type: ignore[arg-type]
             elif kind == codec.WORKLOADS:
                 objs.workloads.extend(by_key.values())  # type: ignore[arg-type]
             elif kind == "claim_templates":
@@ -161,7 +170,10 @@ class Durable:
         # What the store holds passed validation when it was fed, and decodes
         # into the typed model (codec): not validated again.
         self.cluster.load(objs, validated=True)
+        for obj in queue_objects:  # judged again, one by one, as when they were fed
+            self.core.on_queue_object(obj)
         self._keep_objects()
+        self._keep_core_objects()
         bound = sum(1 for p in stored_pods.values() if isinstance(p, model.Pod) and p.spec.node_name)
         self.restored = Restored(
             snap.epoch,
@@ -184,6 +196,35 @@ class Durable:
                 tracked = self._tracked[kind] = _Tracked(kind, store, {})
                 dict.update(tracked, current)  # already stored: not written again
                 setattr(cluster, kind, tracked)
+
+    def _keep_core_objects(self) -> None:
+        """From now on every Workload API group and Queue object change is written."""
+        store, groups, queues = self.store, self.core.scheduling_groups, self.core.queue_objects
+        put, remove, commit = groups.put, groups.remove, queues.commit
+
+        def put_group(obj: workload_api.PodGroup | workload_api.Workload) -> None:
+            put(obj)
+            key = f"{obj.kind} {model.pod_key(obj.metadata.namespace, obj.metadata.name)}"
+            store.put(codec.SCHEDULING_GROUPS, key, obj)
+
+        def remove_group(kind: str, namespace: str, name: str) -> None:
+            remove(kind, namespace, name)
+            store.delete(codec.SCHEDULING_GROUPS, f"{kind} {model.pod_key(namespace, name)}")
+
+        def commit_queues(p: Any, objects: Any = None) -> None:
+            before = queues.objects
+            commit(p, objects)
+            if objects is None:  # the file's queues reloaded: the objects are the same
+                return
+            for name in before.keys() - queues.objects.keys():
+                store.delete(codec.QUEUE_OBJECTS, name)
+            for name, obj in queues.objects.items():
+                if before.get(name) is not obj:
+                    store.put(codec.QUEUE_OBJECTS, name, obj)
+
+        groups.put = put_group  # type: ignore[method-assign]
+        groups.remove = remove_group  # type: ignore[method-assign]
+        queues.commit = commit_queues  # type: ignore[method-assign]
 
     def _keep_decisions(self) -> None:
         """From now on every decision is written (and, with a durable

@@ -12,7 +12,7 @@ from berth.errors import NotFound, bounded
 from berth.framework import interface as fw
 from berth.framework.decision import Reason
 from berth.quota.tree import QUOTA_PLUGIN
-from berth.scheduling import algorithm
+from berth.scheduling import algorithm, reservations
 from berth.scheduling.core import Core, scheduler_name_of
 from berth.scheduling.loop import QueueState, quota_verdict
 from berth.scheduling.verbs import check_node_names, pod_info
@@ -109,7 +109,11 @@ def explain(core: Core, pod: model.Pod, *, profile: str = "", node_names: list[s
         held = algorithm.Diagnosis(num_all_nodes=len(rows), pre_filter_msg=quota.reason)
         summary = f"{algorithm.FitError(pi, held)} {n_feasible}/{len(rows)} nodes would fit the pod."
         return Explanation(fwk.name, nodes, n_feasible, summary, pre_filter_reasons=[quota], queue=queue)
-    return Explanation(fwk.name, nodes, n_feasible, summary, queue=queue)
+    # Capacity held for the pod's gang (or the pod): what it holds, and when it starts.
+    holding = reservations.reason_for(core, pod)
+    return Explanation(
+        fwk.name, nodes, n_feasible, summary, pre_filter_reasons=[holding] if holding else [], queue=queue
+    )
 
 
 def _quota_reason(core: Core, pod: PodInfo) -> Reason | None:

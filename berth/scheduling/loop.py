@@ -494,6 +494,8 @@ class Scheduler:
         try:
             while True:
                 qpi: fw.QueuedPodInfo | None = await self.queue.pop()
+                # No cycle sees half of a feed batch (berth/scheduling/feeding.py).
+                await self.core.feeding.quiet()
                 ends = time.perf_counter() + TURN_SECONDS
                 while qpi is not None:
                     try:

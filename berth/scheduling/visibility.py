@@ -23,14 +23,16 @@ from collections.abc import Iterable
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
 from berth.cluster import model
-from berth.cluster.resources import canonical_list, format_quantity
+from berth.cluster.resources import format_quantity
 from berth.errors import InvalidArgument, NotFound
 from berth.framework import interface as fw
 from berth.framework.decision import Decision, DecisionKind
 from berth.framework.plugin_errors import PluginError
 from berth.framework.runtime import Framework
+from berth.gangs import GangKey, InvalidGang
+from berth.plugins import topology_gang
 from berth.quota.tree import QUOTA_PLUGIN, Verdict
-from berth.scheduling import algorithm
+from berth.scheduling import algorithm, reservations
 from berth.scheduling.core import Core
 from berth.scheduling.loop import quota_verdict
 
@@ -42,6 +44,8 @@ __all__ = [
     "Why",
     "closest_nodes",
     "fit_summary",
+    "gang_id",
+    "gang_of",
     "list_pod_groups",
     "list_pods",
     "why",
@@ -51,7 +55,8 @@ PHASES = ("Gated", "Active", "Backoff", "Unschedulable", "WaitingOnPermit", "Ass
 _PENDING = frozenset({"Gated", "Active", "Backoff", "Unschedulable", "Rejected"})
 #: How many nodes ``Why.closest_nodes`` names.
 CLOSEST = 3
-_COSCHEDULING = "Coscheduling"
+#: The plugins whose PreEnqueue holds a gang member (every dialect's; the Workload API's).
+_GANG_PLUGINS = frozenset({"Coscheduling", "GangScheduling"})
 
 
 @dataclasses.dataclass(slots=True)
@@ -77,7 +82,7 @@ class PodRow:
 
 @dataclasses.dataclass(slots=True)
 class Blocker:
-    kind: str  # error | gate | queue | quota | gang | fit | preemption
+    kind: str  # error | gate | queue | quota | topology | gang | fit | preemption | reservation
     message: str
     # what would let it run, when known ("frees when 3 cpu are released on node n1", "needs 2 more members of gang g")
     unblocks_when: str = ""
@@ -239,6 +244,22 @@ def list_pods(
 # ---------------------------------------------------------------- list_pod_groups
 
 
+def gang_of(core: Core, pod: model.Pod) -> GangKey | None:
+    """The pod's gang in the enabled dialects (None: none, or keys Berth refuses)."""
+    try:
+        m = core.gangs.member_of(pod)
+    except InvalidGang:
+        return None
+    return m.key if m is not None else None
+
+
+def gang_id(key: GangKey) -> str:
+    """How the views name a gang: ``ns/name`` for scheduler-plugins' (as
+    always), ``ns/name (volcano)`` for the other dialects, so groups of one
+    name in two dialects stay apart."""
+    return str(key) if key.source == "scheduler-plugins" else f"{key} ({key.source})"
+
+
 @dataclasses.dataclass(slots=True)
 class PodGroupRow:
     namespace: str
@@ -253,22 +274,31 @@ class PodGroupRow:
     reason: str  # the latest decision's message about a pending member
     schedule_timeout_seconds: int
     min_resources: dict[str, int]
+    #: The gang source (berth.gangs): workload-api, scheduler-plugins, volcano, kai, kueue, yunikorn.
+    dialect: str = "scheduler-plugins"
+
+    @property
+    def gang(self) -> str:
+        """The gang as the views name it (:func:`gang_id`)."""
+        return gang_id(GangKey(self.dialect, self.namespace, self.name))
 
 
 def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGroupRow]:
-    """Every PodGroup, sorted by namespace/name, with its members counted
-    in one pass over the pods."""
-    members: dict[tuple[str, str], list[model.Pod]] = {}
-    for pod in core.pods.all():
-        name = pod.metadata.labels.get(model.LABEL_POD_GROUP)
-        if name and pod.status.phase not in ("Succeeded", "Failed") and not pod.metadata.deletion_timestamp:
-            members.setdefault((pod.metadata.namespace or "default", name), []).append(pod)
+    """Every gang of every enabled dialect (berth.gangs: its PodGroup, or
+    its members for Kueue's and YuniKorn's), sorted by namespace, name and
+    dialect. A gang whose definition is missing or refused lists with
+    minimum 0 and phase Pending; its members' reason says why."""
     rows = []
-    for group in core.pod_groups.all():
-        ns = group.metadata.namespace or "default"
+    every = core.gangs.keys()
+    for key in every:
+        ns = key.namespace
         if namespace and ns != namespace:
             continue
-        pods = members.get((ns, group.metadata.name), [])
+        try:
+            gang = core.gangs.gang(key)
+        except InvalidGang:
+            gang = None
+        pods = core.gangs.members(key)
         placed = waiting = bound = 0
         latest: Decision | None = None
         latest_reason = ""
@@ -286,12 +316,16 @@ def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGrou
                     latest_reason = _reason(core, uid, "Gated" if gated else "", d)
                 continue
             placed += 1
-        need = group.spec.min_member
-        phase = "Pending" if len(pods) < need else "Scheduled" if placed >= need else "Scheduling"
+        need = gang.min_member if gang is not None else 0
+        if gang is None or len(pods) < need:
+            phase = "Pending"
+        else:
+            phase = "Scheduled" if placed >= need else "Scheduling"
+        timeout = gang.timeout_seconds if gang is not None else None
         rows.append(
             PodGroupRow(
                 namespace=ns,
-                name=group.metadata.name,
+                name=key.name,
                 min_member=need,
                 members=len(pods),
                 placed=placed,
@@ -300,11 +334,12 @@ def list_pod_groups(core: Core, *, namespace: str | None = None) -> list[PodGrou
                 pending=len(pods) - placed,
                 phase=phase,
                 reason=latest_reason if latest is not None else "",
-                schedule_timeout_seconds=group.spec.schedule_timeout_seconds or 0,
-                min_resources=canonical_list(group.spec.min_resources),
+                schedule_timeout_seconds=int(timeout or 0),
+                min_resources=dict(gang.min_resources) if gang is not None else {},
+                dialect=key.source,
             )
         )
-    rows.sort(key=lambda r: (r.namespace, r.name))
+    rows.sort(key=lambda r: (r.namespace, r.name, r.dialect))
     return rows
 
 
@@ -327,18 +362,25 @@ def _loop_time() -> float | None:
 
 
 def _gang_blockers(core: Core, pod: model.Pod, phase: str) -> list[Blocker]:
-    """Coscheduling: members present vs minMember (PreEnqueue), or placed vs
-    minMember and the time left (a member waiting at Permit)."""
-    name = pod.metadata.labels.get(model.LABEL_POD_GROUP)
-    if not name:
+    """Coscheduling or GangScheduling, in whichever dialect the pod's gang is:
+    members present vs minMember (PreEnqueue), or placed vs minMember and
+    the time left (a member waiting at Permit)."""
+    key = gang_of(core, pod)
+    if key is None:
         return []
-    ns = pod.metadata.namespace or "default"
-    gang = f"{ns}/{name}"
-    group = core.pod_groups.get(ns, name)
+    gang = gang_id(key)
+    try:
+        group = core.gangs.gang(key)
+    except InvalidGang as e:
+        return [Blocker("gang", f"gang {gang}: {e}", "needs its definition fixed")]
     if group is None:
-        return [Blocker("gang", f'pod group "{gang}" not found', f"needs the PodGroup {gang} to be created")]
-    members = core.pods.in_group(ns, name)
-    need = group.spec.min_member
+        missing = core.gangs.missing(key)
+        if missing != "its PodGroup is not found":  # Kueue's, YuniKorn's: no object
+            return [Blocker("gang", f"gang {gang}: {missing}", "")]
+        dialect = "" if key.source == "scheduler-plugins" else f"{key.source} "
+        return [Blocker("gang", f'{dialect}pod group "{key}" not found', f"needs the PodGroup {gang} to be created")]
+    members = core.gangs.members(key)
+    need = group.min_member
     if phase == "Gated":
         if len(members) >= need:
             return []
@@ -367,7 +409,7 @@ def _gate_blockers(core: Core, pod: model.Pod, fwk: Framework) -> list[Blocker]:
     st = fwk.run_pre_enqueue(PodInfo.of(pod))
     if st.ok:
         return []
-    if st.plugin == _COSCHEDULING:
+    if st.plugin in _GANG_PLUGINS:
         return _gang_blockers(core, pod, "Gated") or [Blocker("gang", st.message())]
     unblocks = ""
     if pod.spec.scheduling_gates:
@@ -409,6 +451,24 @@ def _quota_blocker(core: Core, pi: PodInfo) -> list[Blocker]:
     return [Blocker("quota", verdict.message, _quota_unblocks(core, pi, verdict))]
 
 
+def _topology_blocker(core: Core, pod: model.Pod, fwk: Framework, quota: list[Blocker]) -> list[Blocker]:
+    """A topology gang, per domain (TopologyGang): how many members each
+    closest domain holds, and — when one holds the whole gang but the queue
+    does not admit it — that one, with the quota's reason ("rack=r7: 6 of 8
+    members fit; block=b2: all 8 fit but queue research is over max")."""
+    plugin = fwk.plugins.get(topology_gang.TopologyGang.NAME)
+    if not isinstance(plugin, topology_gang.TopologyGang):
+        return []
+    snap = core.snapshot()
+    best = plugin.best_domain(pod, snap)
+    if not isinstance(best, topology_gang.Choice) or best.level is None or not quota:
+        return []  # no constraint; or no domain holds it, which the fit blocker says per domain
+    tighter = [str(r) for r in plugin.domain_reports(pod, snap)[:3]]
+    count = len([m for m in plugin.gang_members(pod) if core.cache.get_pod(m.metadata.uid) is None])
+    message = "; ".join([*tighter, f"{best}: all {count} members fit but {quota[0].message}"])
+    return [Blocker("topology", message, quota[0].unblocks_when)]
+
+
 def _quota_unblocks(core: Core, pi: PodInfo, verdict: Verdict) -> str:
     if not verdict.queue or not verdict.resource:
         return "frees when the queues are changed" if verdict.unresolvable else ""
@@ -420,12 +480,11 @@ def _quota_unblocks(core: Core, pi: PodInfo, verdict: Verdict) -> str:
         return ""
     demand = pi.requests.get(res, 0)
     if "over max" in verdict.message and res in status.max:
-        name = pi.pod.metadata.labels.get(model.LABEL_POD_GROUP)
-        if name:  # a gang's members still to place count too
-            ns = pi.namespace
+        key = gang_of(core, pi.pod)
+        if key is not None:  # a gang's members still to place count too
             demand = sum(
                 PodInfo.of(m).requests.get(res, 0)
-                for m in core.pods.in_group(ns, name)
+                for m in core.gangs.members(key)
                 if core.cache.get_pod(m.metadata.uid) is None
             )
         excess = status.allocated.get(res, 0) + demand - status.max[res]
@@ -649,7 +708,8 @@ def why(core: Core, key: str) -> Why:
     if phase == "Gated":
         blockers += _gate_blockers(core, pod, fwk)
     blockers += _queue_blocker(core, pod, phase, row.position, row.queue)
-    blockers += _quota_blocker(core, pi)
+    quota = _quota_blocker(core, pi)
+    blockers += _topology_blocker(core, pod, fwk, quota) or quota
     try:
         fit = _evaluate_fit(core, fwk, pi)
     except PluginError as e:  # a Filter or PreFilter plugin fails now too
@@ -660,6 +720,9 @@ def why(core: Core, key: str) -> Why:
         blockers += _fit_blocker(fit)
     out.closest_nodes = fit.closest if not fit.feasible else []
     blockers += _preemption_blocker(core, pod)
+    held = reservations.of_pod(core, pod)
+    if held is not None:  # capacity held for its gang (or itself): what, and when it starts
+        blockers.append(Blocker("reservation", held[0], held[1]))
     out.blockers = blockers
     out.summary = _summary(blockers, row, fit)
     return out

@@ -55,6 +55,7 @@ from berth.cluster import model
 from berth.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted
 from berth.framework import interface as fw
 from berth.framework import preemption
+from berth.plugins import topology_gang
 from berth.plugins.default_preemption import Candidate, pick_one_node
 from berth.quota.tree import Verdict
 from berth.scheduling import algorithm, turnstile
@@ -186,6 +187,12 @@ class _Simulation:
             return
         copy = _scratch(self.core)
         yield
+        # A topology gang's replicas go into the one domain the whole gang
+        # (``replicas``, else the gang's size) would be given (TopologyGang).
+        domain = self._domain(copy)
+        if isinstance(domain, str):
+            out.limited_by = domain
+            return
         rng = random.Random(0)  # ties broken reproducibly, without touching core.rng
         placed: list[PodInfo] = []
         quota = self.core.quota
@@ -197,6 +204,8 @@ class _Simulation:
                     out.quota_ok, out.quota_message, out.limited_by = False, verdict.message, verdict.message
                     break
             state = fw.CycleState()
+            if domain is not None:
+                topology_gang.TopologyGang.pin_cycle(state, domain)
             victims: list[PodInfo] = []
             self.spent += self.per_replica
             try:
@@ -218,6 +227,14 @@ class _Simulation:
             yield
         else:
             out.limited_by = LIMITED_BY_REPLICAS if out.replicas else f"the limit of {self.limit} replicas per question"
+
+    def _domain(self, copy: Snapshot) -> topology_gang.Choice | str | None:
+        plugin = self.fwk.plugins.get(topology_gang.TopologyGang.NAME)
+        if not isinstance(plugin, topology_gang.TopologyGang):
+            return None
+        pod = self.template.pod
+        count = self.out.replicas or plugin.gang_size(pod) or 1
+        return plugin.whatif_domain(pod, count, copy)
 
     def _preempt(
         self, state: fw.CycleState, pi: PodInfo, copy: Snapshot, err: algorithm.FitError

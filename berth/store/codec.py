@@ -14,10 +14,21 @@ from typing import Any
 
 import msgspec
 
-from berth.cluster import dra, model, storage
+from berth.cluster import dra, model, storage, workload_api
+from berth.cluster import queues as cluster_queues
 from berth.framework.decision import Decision
 
-__all__ = ["DECISIONS", "KINDS", "WORKLOADS", "decode", "decode_decision", "encode", "encode_decision"]
+__all__ = [
+    "DECISIONS",
+    "KINDS",
+    "QUEUE_OBJECTS",
+    "SCHEDULING_GROUPS",
+    "WORKLOADS",
+    "decode",
+    "decode_decision",
+    "encode",
+    "encode_decision",
+]
 
 #: attribute of the embedded cluster -> the type of its values.
 KINDS: dict[str, Any] = {
@@ -42,6 +53,12 @@ KINDS: dict[str, Any] = {
 WORKLOADS = "workloads"
 #: The submit ledger: idempotency key -> the first outcome.
 SUBMITS = "submits"
+#: The core's, not the cluster's: Workload API PodGroups and Workloads
+#: (scheduling.k8s.io) keyed "KIND NAMESPACE/NAME", and Queue objects
+#: (berth.dev/v1alpha1) by name.
+SCHEDULING_GROUPS = "scheduling_groups"
+QUEUE_OBJECTS = "queue_objects"
+_SCHEDULING_GROUP_KINDS: dict[str, Any] = {"PodGroup": workload_api.PodGroup, "Workload": workload_api.Workload}
 DECISIONS = "decisions"
 
 _encoder = msgspec.msgpack.Encoder()
@@ -65,6 +82,10 @@ def decode(kind: str, key: str, raw: bytes) -> object:
         return _decoder(model.WORKLOAD_KINDS[key.partition(" ")[0]]).decode(raw)
     if kind == SUBMITS:
         return _decoder(tuple[str, str, str]).decode(raw)
+    if kind == SCHEDULING_GROUPS:
+        return _decoder(_SCHEDULING_GROUP_KINDS[key.partition(" ")[0]]).decode(raw)
+    if kind == QUEUE_OBJECTS:
+        return _decoder(cluster_queues.Queue).decode(raw)
     t = KINDS.get(kind)
     if t is None:
         raise ValueError(f"state store: unknown kind {kind!r} (a newer Berth's?)")

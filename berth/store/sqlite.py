@@ -34,13 +34,11 @@ import fcntl
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from berth.errors import FailedPrecondition
-from berth.framework.decision import Decision
-from berth.store import codec
+from berth.store.batching import Batch, BatchingStore, decoded
 from berth.store.interface import Snapshot
 
 __all__ = ["DB_FILE", "LOCK_FILE", "SCHEMA_VERSION", "SqliteStore"]
@@ -56,49 +54,17 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS decisions (serial INTEGER PRIMARY KEY, value BLOB NOT NULL)",
 )
 
-#: A deletion in the pending batch.
-_GONE = object()
 
-
-class _Batch:
-    """What one commit writes (encoded on the loop's thread, where the
-    objects are not changing under it)."""
-
-    __slots__ = ("decisions", "deletes", "serial", "trim", "upserts")
-
-    def __init__(self) -> None:
-        self.upserts: list[tuple[str, str, bytes]] = []
-        self.deletes: list[tuple[str, str]] = []
-        self.decisions: list[tuple[int, bytes]] = []
-        self.trim = 0
-        self.serial = 0
-
-
-class SqliteStore:
+class SqliteStore(BatchingStore):
     backend = "sqlite"
 
     def __init__(self, directory: str | Path) -> None:
+        super().__init__()
         self.dir = Path(directory)
-        self.on_durable: Callable[[int], None] | None = None
-        self._epoch = ""
         self._db: sqlite3.Connection | None = None
         self._lock_fd = -1
         # One thread: sqlite3 connections are not shared across threads, and one writer is the design.
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="berth-state")
-        self._objects: dict[tuple[str, str], object] = {}
-        self._decisions: list[tuple[int, Decision]] = []
-        self._trim = 0
-        self._written = 0  # writes buffered so far (a generation)
-        self._committed = 0  # ... of which committed
-        self._flusher: asyncio.Task[None] | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._failure: BaseException | None = None
-        #: Commits made (each one transaction), for the metrics and the benchmark.
-        self.commits = 0
-
-    @property
-    def epoch(self) -> str:
-        return self._epoch
 
     # ------------------------------------------------------------ open
 
@@ -138,102 +104,19 @@ class SqliteStore:
                 f"state.dir: {self.dir / DB_FILE} has schema {rows.get('schema')!r}; "
                 f"this Berth reads {SCHEMA_VERSION!r}"
             )
-        objects: dict[str, dict[str, object]] = {}
-        for kind, key, value in db.execute("SELECT kind, key, value FROM objects ORDER BY rowid"):
-            objs = objects.get(kind)
-            if objs is None:
-                objs = objects[kind] = {}
-            objs[key] = codec.decode(kind, key, value)
-        decisions = [
-            (serial, codec.decode_decision(value))
-            for serial, value in db.execute("SELECT serial, value FROM decisions ORDER BY serial")
-        ]
-        return Snapshot(rows["epoch"], objects, decisions, created=created)
-
-    # ------------------------------------------------------------ writes (buffered)
-
-    def put(self, kind: str, key: str, value: object) -> None:
-        self._objects[(kind, key)] = value
-        self._wrote()
-
-    def delete(self, kind: str, key: str) -> None:
-        self._objects[(kind, key)] = _GONE
-        self._wrote()
-
-    def append_decision(self, serial: int, decision: Decision) -> None:
-        self._decisions.append((serial, decision))
-        self._wrote()
-
-    def trim_decisions(self, oldest_kept: int) -> None:
-        self._trim = max(self._trim, oldest_kept)
-        self._wrote()
-
-    def _wrote(self) -> None:
-        self._written += 1
-        if self._flusher is None:
-            # Started from the loop's next turn: what this call and its
-            # caller write meanwhile joins the same commit.
-            with contextlib.suppress(RuntimeError):  # no loop running: the next sync() commits
-                self._flusher = asyncio.get_running_loop().create_task(self._flush(), name="berth-state-commit")
+        return decoded(
+            rows["epoch"],
+            db.execute("SELECT kind, key, value FROM objects ORDER BY rowid"),
+            db.execute("SELECT serial, value FROM decisions ORDER BY serial"),
+            created=created,
+        )
 
     # ------------------------------------------------------------ commits
 
-    async def sync(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        target = self._written
-        if self._committed >= target:
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, fut))
-        if self._flusher is None:
-            self._flusher = asyncio.get_running_loop().create_task(self._flush(), name="berth-state-commit")
-        await fut
+    async def _commit_batch(self, batch: Batch) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._commit, batch)
 
-    async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._committed < self._written:
-                generation, batch = self._written, self._take()
-                try:
-                    await loop.run_in_executor(self._thread, self._commit, batch)
-                except BaseException as e:
-                    self._failure = e
-                    for _, fut in self._waiters:
-                        if not fut.done():
-                            fut.set_exception(e)
-                    self._waiters.clear()
-                    raise
-                self.commits += 1
-                self._committed = generation
-                if batch.serial and self.on_durable is not None:
-                    self.on_durable(batch.serial)
-                still = []
-                for target, fut in self._waiters:
-                    if target <= generation:
-                        if not fut.done():
-                            fut.set_result(None)
-                    else:
-                        still.append((target, fut))
-                self._waiters = still
-        finally:
-            self._flusher = None
-
-    def _take(self) -> _Batch:
-        b = _Batch()
-        objects, self._objects = self._objects, {}
-        for (kind, key), value in objects.items():
-            if value is _GONE:
-                b.deletes.append((kind, key))
-            else:
-                b.upserts.append((kind, key, codec.encode(kind, value)))
-        decisions, self._decisions = self._decisions, []
-        b.decisions = [(s, codec.encode_decision(d)) for s, d in decisions]
-        b.serial = decisions[-1][0] if decisions else 0
-        b.trim, self._trim = self._trim, 0
-        return b
-
-    def _commit(self, b: _Batch) -> None:
+    def _commit(self, b: Batch) -> None:
         db = self._db
         if db is None:
             raise FailedPrecondition("state store: not open")

@@ -85,11 +85,12 @@ async def test_get_podgroups_shows_members_present_placed_and_waiting(
     cluster: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out, _ = await berth(capsys, "get", "podgroups", "-A", "--server", cluster.address)
-    header, row = (line.split(None, 9) for line in out.splitlines())
+    header, row = (line.split(None, 10) for line in out.splitlines())
     assert status == 0
-    assert header == ["NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "PLACED", "WAITING", "BOUND", "PENDING", "REASON"]
-    assert row[:9] == ["team", "g", "Pending", "2", "1", "0", "0", "0", "1"]
-    assert row[9].startswith("pod group")  # Coscheduling's word on the member held back
+    assert header[:3] == ["NAMESPACE", "NAME", "DIALECT"]
+    assert header[3:] == ["PHASE", "MIN", "MEMBERS", "PLACED", "WAITING", "BOUND", "PENDING", "REASON"]
+    assert row[:10] == ["team", "g", "scheduler-plugins", "Pending", "2", "1", "0", "0", "0", "1"]
+    assert row[10].startswith("pod group")  # Coscheduling's word on the member held back
 
 
 async def test_a_pod_that_is_not_there_is_not_found(cluster: Served, capsys: pytest.CaptureFixture[str]) -> None:

@@ -80,10 +80,10 @@ async def test_wide_adds_fair_share_pending_requests_reclaims_and_namespaces(
     status, out, _ = await berth(capsys, "queues", "--server", server.address, "-o", "wide")
     assert status == 0
     header, research, vision, batch = (line.split() for line in out.splitlines())
-    assert header[-4:] == ["FAIR-SHARE", "PENDING-REQUESTS", "RECLAIMED", "NAMESPACES"]
-    assert research[-4:] == ["0.800", "cpu=250m", "0", "<none>"]
-    assert vision[-4:] == ["0.800", "cpu=250m", "0", "vision,cv-*"]
-    assert batch[-4:] == ["0.200", "cpu=2", "1", "<none>"]
+    assert header[-5:] == ["FAIR-SHARE", "PENDING-REQUESTS", "RECLAIMED", "NAMESPACES", "RESERVATIONS"]
+    assert research[-5:] == ["0.800", "cpu=250m", "0", "<none>", "<none>"]
+    assert vision[-5:] == ["0.800", "cpu=250m", "0", "vision,cv-*", "<none>"]
+    assert batch[-5:] == ["0.200", "cpu=2", "1", "<none>", "<none>"]
 
 
 async def test_json_is_a_list_of_queues_with_quantity_strings(
@@ -108,6 +108,7 @@ async def test_json_is_a_list_of_queues_with_quantity_strings(
         "namespaces": [],
         "children": ["research-vision"],
         "reclaimPreemptions": 0,
+        "reservations": [],
     }
     assert rows[2]["max"] == {"nvidia.com/gpu": "2"}
     assert (rows[2]["allocated"], rows[2]["pending"], rows[2]["pendingPods"]) == ({"cpu": "1"}, {"cpu": "2"}, 1)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +107,8 @@ class Cluster:
     nodes_count: int = 10
     #: The probability that a test pod has ResourceClaims.
     claim_share: float = 0.3
+    #: The probability that a test pod has one of :data:`NEW_KINDS`.
+    new_share: float = 0.25
     nodes: list[Obj] = dataclasses.field(default_factory=list)
     namespaces: list[Obj] = dataclasses.field(default_factory=list)
     #: Everything else the cluster holds before the test pods (RuntimeClasses,
@@ -123,6 +126,14 @@ class Cluster:
     #: them as generated, whatever kube-scheduler did to them for the
     #: previous pod); a pre-allocated one carries the ``status`` to write.
     pod_claims: dict[str, list[Obj]] = dataclasses.field(default_factory=dict)
+    #: Test pod name -> its own PersistentVolumeClaims (provisioned where a
+    #: CSIStorageCapacity has room, :func:`storage_capacity`), likewise
+    #: created before the pod and deleted with it.
+    pod_volumes: dict[str, list[Obj]] = dataclasses.field(default_factory=dict)
+    #: The stream the sections and pod features added for Kubernetes 1.37
+    #: (:data:`NEW_KINDS`) draw from, apart from ``generate``'s own: the
+    #: clusters and pods of the older features stay what they were.
+    extra: random.Random = dataclasses.field(default_factory=random.Random)
 
     @property
     def running_pods(self) -> list[Obj]:
@@ -451,19 +462,10 @@ def devices(rng: random.Random, c: Cluster) -> None:
 
 
 def _slice(c: Cluster, name: str, driver: str, pool: str, devs: list[Obj], **where: Any) -> Obj:
+    """The one slice of a pool; its devices are recorded in ``c.devices``."""
     node = where.get("nodeName", "")
     c.devices += [Device(driver, pool, d["name"], node, where.get("nodeSelector")) for d in devs]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            **where,
-            "devices": devs,
-        },
-    }
+    return _pool_slice(name, driver, pool, {"devices": devs}, slices=1, **where)
 
 
 def resource_claim(name: str, ns: str, devices_spec: Obj) -> Obj:
@@ -589,28 +591,25 @@ def _pod_resource_claims(rng: random.Random, c: Cluster, pod: str) -> list[Obj]:
     return refs
 
 
-def generate(seed: int, *, nodes_count: int = 10, pods: int = 20, claim_share: float = 0.3) -> Cluster:
+def generate(
+    seed: int, *, nodes_count: int = 10, pods: int = 20, claim_share: float = 0.3, new_share: float = 0.25
+) -> Cluster:
     """A cluster and ``pods`` test pods, the same for the same arguments;
-    about ``claim_share`` of the pods have ResourceClaims."""
+    about ``claim_share`` of the pods have ResourceClaims, and about
+    ``new_share`` one of :data:`NEW_KINDS` besides (each kind at least once)."""
     if not 0 <= claim_share <= 1:
         raise ValueError(f"claim_share must be within [0, 1], not {claim_share}")
+    if not 0 <= new_share <= 1:
+        raise ValueError(f"new_share must be within [0, 1], not {new_share}")
     rng = random.Random(seed)
-    c = Cluster(seed, nodes_count, claim_share=claim_share)
+    c = Cluster(seed, nodes_count, claim_share=claim_share, new_share=new_share, extra=random.Random(f"1.37-{seed}"))
     for section in SECTIONS:
         section(rng, c)
-    c.test_pods = [test_pod(rng, c, i) for i in range(pods)]
+    # Each new kind at least once (at positions of their own), then each
+    # pod one of them with some probability.
+    forced = dict(zip(c.extra.sample(range(pods), k=min(pods, len(NEW_KINDS))), NEW_KINDS, strict=False))
+    c.test_pods = [with_new_kind(c, test_pod(rng, c, i), forced.get(i)) for i in range(pods)]
     return c
-
-
-#: The cluster's sections in creation order.
-SECTIONS: tuple[Callable[[random.Random, Cluster], None], ...] = (
-    namespaces,
-    nodes,
-    runtime_classes,
-    running_pods,
-    volumes,
-    devices,
-)
 
 
 # ---------------------------------------------------------------- test pods
@@ -848,3 +847,241 @@ def without_status(obj: Obj) -> Obj:
     if out["kind"] != "Node":
         out.pop("status", None)
     return out
+
+
+# ---------------------------------------------------------------- Kubernetes 1.37's DRA and storage capacity
+# Drawn from ``Cluster.extra``: partitionable devices (shared counters in
+# a slice of their own), devices allocated more than once (consumable
+# capacity), device taints (NoSchedule and None), extended resources backed
+# by DRA, and volumes provisioned where CSIStorageCapacity says there is room.
+
+PART_DRIVER, SHARE_DRIVER = "part.example.com", "share.example.com"
+#: The extended resource a DeviceClass names (and some nodes' device plugin advertises).
+DGPU = "example.com/dgpu"
+#: The implicit extended resource of the class "part".
+IMPLICIT_PART = "deviceclass.resource.kubernetes.io/part"
+#: Extended resources backed by DRA: test pods requesting them are judged as claim pods.
+DRA_EXTENDED = (DGPU, IMPLICIT_PART)
+DEVICE_TAINT = "example.com/maintenance"
+CAPACITY_DRIVER, CAPACITY_CLASS = "capacity.csi.example.com", "csi-capacity"
+#: What a test pod may get on top of the older features.
+NEW_KINDS = ("partitionable", "consumable", "taints", "extended", "capacity")
+#: Partitions of one 40Gi GPU: name prefix, how many, memory each.
+PARTITIONS = (("whole", 1, 40), ("half", 2, 20), ("quarter", 4, 10))
+
+
+def advanced_devices(rng: random.Random, c: Cluster) -> None:
+    """Partitionable GPUs (a pool of two slices: the counters, then the
+    partitions consuming them), shared links (``allowMultipleAllocations``
+    with a bandwidth request policy), taints on some of both, the class
+    ``dgpu`` naming :data:`DGPU`, a device plugin advertising it on some
+    nodes, and claims holding a partition or a share of a link."""
+    x = c.extra
+    c.objects += [
+        _device_class("part", f'device.driver == "{PART_DRIVER}"'),
+        _device_class("share", f'device.driver == "{SHARE_DRIVER}"'),
+        _device_class(
+            "dgpu",
+            f'device.driver == "{PART_DRIVER}" && device.attributes["{PART_DRIVER}"].size == "quarter"',
+            extended=DGPU,
+        ),
+    ]
+    held = 0
+    for node in c.nodes:
+        name = node["metadata"]["name"]
+        if x.random() < 0.2:  # a device plugin serves example.com/dgpu here
+            for key in ("capacity", "allocatable"):
+                node["status"][key][DGPU] = str(x.choice((1, 2)))
+        if x.random() < 0.5:
+            pool = f"{name}-part"
+            counters = {"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}
+            parts = []
+            for size, n, gib in PARTITIONS:
+                for k in range(n):
+                    dev: Obj = {
+                        "name": f"{size}-{k}",
+                        "attributes": {"size": {"string": size}},
+                        "capacity": {"memory": {"value": f"{gib}Gi"}},
+                        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": f"{gib}Gi"}}}],
+                    }
+                    if x.random() < 0.15:
+                        dev["taints"] = [_device_taint(x)]
+                    parts.append(dev)
+            c.objects += [
+                _pool_slice(f"{pool}-{kind}", PART_DRIVER, pool, body, slices=2, nodeName=name)
+                for kind, body in (("counters", {"sharedCounters": [counters]}), ("devices", {"devices": parts}))
+            ]
+            if x.random() < 0.3:  # a half already taken: the whole GPU and two quarters are not free
+                d = Device(PART_DRIVER, pool, "half-0", name)
+                claim = resource_claim(f"held-part-{held}", HELD_NAMESPACE, {"requests": [exactly("dev", "part")]})
+                claim["status"] = _allocation([("dev", d)])
+                c.objects.append(claim)
+                held += 1
+        if x.random() < 0.5:
+            links = []
+            for k in range(x.choice((1, 2))):
+                dev = {
+                    "name": f"link-{k}",
+                    "allowMultipleAllocations": True,
+                    "capacity": {
+                        "bandwidth": {
+                            "value": "100",
+                            "requestPolicy": {"default": "10", "validRange": {"min": "10", "step": "10"}},
+                        }
+                    },
+                }
+                if x.random() < 0.15:
+                    dev["taints"] = [_device_taint(x)]
+                links.append(dev)
+            pool = f"{name}-share"
+            c.objects.append(_pool_slice(pool, SHARE_DRIVER, pool, {"devices": links}, slices=1, nodeName=name))
+            if x.random() < 0.4:  # a share of 60 already consumed
+                d = Device(SHARE_DRIVER, pool, "link-0", name)
+                request = exactly("dev", "share")
+                request["exactly"]["capacity"] = {"requests": {"bandwidth": "60"}}
+                claim = resource_claim(f"held-share-{held}", HELD_NAMESPACE, {"requests": [request]})
+                claim["status"] = _allocation([("dev", d)])
+                result = claim["status"]["allocation"]["devices"]["results"][0]
+                result["shareID"] = str(uuid.UUID(int=x.getrandbits(128), version=4))
+                result["consumedCapacity"] = {"bandwidth": "60"}
+                c.objects.append(claim)
+                held += 1
+
+
+def _pool_slice(name: str, driver: str, pool: str, body: Obj, *, slices: int, **where: Any) -> Obj:
+    """A ResourceSlice of a pool of ``slices`` slices; ``where``: nodeName,
+    nodeSelector or allNodes; ``body``: its devices or its sharedCounters."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": slices},
+            **where,
+            **body,
+        },
+    }
+
+
+def _device_class(name: str, expression: str, *, extended: str = "") -> Obj:
+    spec: Obj = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def _device_taint(x: random.Random) -> Obj:
+    return {"key": DEVICE_TAINT, "value": "true", "effect": x.choice(("NoSchedule", "NoSchedule", "None"))}
+
+
+def storage_capacity(rng: random.Random, c: Cluster) -> None:
+    """A CSI driver that reports storage capacity (CSIDriver
+    ``storageCapacity: true``), its WaitForFirstConsumer StorageClass, and
+    CSIStorageCapacity objects per zone (one zone may have none). Test pods
+    get claims of the class of their own (:func:`with_new_kind`): created
+    with the pod, provisioned by the harness once kube-scheduler picked the
+    node (no CSI provisioner runs on the bed), deleted with the pod."""
+    x = c.extra
+    c.objects.append(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIDriver",
+            "metadata": {"name": CAPACITY_DRIVER},
+            "spec": {"attachRequired": False, "storageCapacity": True},
+        }
+    )
+    sc = _storage_class(CAPACITY_CLASS, wait=True)
+    sc["provisioner"] = CAPACITY_DRIVER
+    c.objects.append(sc)
+    for k, zone in enumerate(ZONES):
+        if x.random() < 0.2:
+            continue
+        capacity: Obj = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"capacity-{k}", "namespace": VOLUME_NAMESPACE},
+            "storageClassName": CAPACITY_CLASS,
+            "nodeTopology": {"matchLabels": {ZONE: zone}},
+            "capacity": x.choice(("5Gi", "20Gi", "100Gi")),
+        }
+        if x.random() < 0.3:
+            capacity["maximumVolumeSize"] = "10Gi"
+        c.objects.append(capacity)
+
+
+def with_new_kind(c: Cluster, pod: Obj, kind: str | None) -> Obj:
+    """``pod`` with one of :data:`NEW_KINDS` (``kind``, or one drawn with some probability, or none)."""
+    x = c.extra
+    if kind is None:
+        kind = x.choice(NEW_KINDS) if x.random() < c.new_share else None
+    if kind is None:
+        return pod
+    spec, name = pod["spec"], pod["metadata"]["name"]
+    container = spec["containers"][0]
+    if kind == "capacity":
+        if pod["metadata"]["namespace"] != VOLUME_NAMESPACE and spec.get("resourceClaims"):
+            return pod  # its DRA claims live elsewhere
+        pod["metadata"]["namespace"] = VOLUME_NAMESPACE
+        claim = _claim(f"{name}-data", CAPACITY_CLASS, x.choice(("1Gi", "4Gi", "15Gi", "50Gi")), ["ReadWriteOnce"])
+        c.pod_volumes.setdefault(name, []).append(claim)
+        spec.setdefault("volumes", []).append({"name": "data", "persistentVolumeClaim": {"claimName": f"{name}-data"}})
+        return pod
+    if pod["metadata"]["namespace"] != DRA_NAMESPACE and spec.get("volumes"):
+        return pod  # its volumes' claims live elsewhere
+    if kind != "extended" and not c.claim_share:
+        return pod  # no pod has ResourceClaims
+    pod["metadata"]["namespace"] = DRA_NAMESPACE
+    if kind == "extended":
+        resource = x.choice((DGPU, DGPU, IMPLICIT_PART))
+        n = str(x.choice((1, 1, 2, 3)))
+        res = container.setdefault("resources", {})
+        res.setdefault("requests", {})[resource] = n
+        res.setdefault("limits", {})[resource] = n  # the API server wants them equal
+        return pod
+    template = f"{name}-{kind}"
+    c.objects.append(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": template, "namespace": DRA_NAMESPACE},
+            "spec": {"spec": {"devices": _new_kind_devices(x, kind)}},
+        }
+    )
+    ref = {"name": f"{kind}-claim", "resourceClaimTemplateName": template}
+    spec.setdefault("resourceClaims", []).append(ref)
+    container.setdefault("resources", {}).setdefault("claims", []).append({"name": ref["name"]})
+    return pod
+
+
+def _new_kind_devices(x: random.Random, kind: str) -> Obj:
+    """A claim's ``spec.devices`` for partitions, shares of a link, or devices that may be tainted."""
+    toleration = {"key": DEVICE_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+    if kind == "partitionable":
+        size = x.choice(("whole", "half", "quarter", ""))
+        sel = f'device.attributes["{PART_DRIVER}"].size == "{size}"' if size else ""
+        return {"requests": [exactly("part", "part", x.choice((1, 1, 2, 3)), sel)]}
+    if kind == "consumable":
+        request = exactly("link", "share", x.choice((1, 1, 2)))
+        amount = x.choice(("", "20", "50", "100", "25"))  # "": the policy's default; 25: rounded up to a step
+        if amount:
+            request["exactly"]["capacity"] = {"requests": {"bandwidth": amount}}
+        return {"requests": [request]}
+    # taints: a partition or a link, with or without a toleration of NoSchedule
+    request = exactly("dev", x.choice(("part", "share")), x.choice((1, 2)))
+    if x.random() < 0.5:
+        request["exactly"]["tolerations"] = [toleration]
+    return {"requests": [request]}
+
+
+#: The cluster's sections in creation order.
+SECTIONS: tuple[Callable[[random.Random, Cluster], None], ...] = (
+    namespaces,
+    nodes,
+    runtime_classes,
+    running_pods,
+    volumes,
+    devices,
+    advanced_devices,
+    storage_capacity,
+)

@@ -1,4 +1,4 @@
-"""Differential conformance: the real kube-scheduler v1.34.4 and Berth judge
+"""Differential conformance: the real kube-scheduler (the bed's release) and Berth judge
 the same generated cluster and pods; every disagreement becomes a repro.
 
 One cluster runs on its own test bed (etcd, kube-apiserver,
@@ -48,6 +48,14 @@ kube-controller-manager), where:
    the pod and all its claims are deleted — the next pod waits until they
    are gone (the controller removes kube-scheduler's allocation and
    finalizer first). Claims held by nobody stay allocated all along.
+
+   Pods whose binding changes what the next pods see take the same path:
+   a pod requesting an extended resource a DeviceClass backs (kube-scheduler
+   creates a claim for it at PreBind, deleted with the pod), and a pod with
+   a claim of its own for a volume to provision where a CSIStorageCapacity
+   has room (:func:`needs_own_pass`). No CSI provisioner runs on the bed:
+   :class:`Provisioner` creates the volume once kube-scheduler chose the
+   node, so that its PreBind's wait ends and it binds the pod.
 
    Berth's DynamicResources adds a second reason to "cannot allocate all
    claims" (which claim and request, and why); kube-scheduler has none, so
@@ -365,17 +373,24 @@ def judge_claim_pod(
     ns, key = m["namespace"], f"{m['namespace']}/{m['name']}"
     for claim in cluster.pod_claims.get(m["name"], []):
         create_claim(kube, claim)
+    volumes = [kube.create(v)["metadata"]["name"] for v in cluster.pod_volumes.get(m["name"], [])]
     log.poll()
     start = len(log.lines)
     gated = {**pod, "spec": {**pod["spec"], "schedulingGates": [{"name": GATE}]}}
     kube.create(gated)
-    templated = [r["name"] for r in pod["spec"]["resourceClaims"] if "resourceClaimTemplateName" in r]
+    refs = pod["spec"].get("resourceClaims", [])
+    templated = [r["name"] for r in refs if "resourceClaimTemplateName" in r]
     created = _wait(f"the claims of {key} from templates", lambda: _claims_made(kube, pod, templated), 30, scheduler)
-    names = [r["resourceClaimName"] for r in pod["spec"]["resourceClaims"] if "resourceClaimName" in r]
+    names = [r["resourceClaimName"] for r in refs if "resourceClaimName" in r]
     names += [s["resourceClaimName"] for s in created.get("status", {}).get("resourceClaimStatuses") or []]
     claims_barrier(kube, log, scheduler, berth, cluster)
     created["spec"].pop("schedulingGates", None)
-    berth_verdict = judge_with_berth(berth.scheduler, created)
+    berth_verdict = _wait(
+        f"Berth's cache to hold the claims of {key}",
+        lambda: _berth_verdict_with_volumes(berth.scheduler, created, volumes),
+        30,
+        berth.process,
+    )
     kube.ok(
         "PATCH",
         f"/api/v1/namespaces/{ns}/pods/{m['name']}",
@@ -383,10 +398,132 @@ def judge_claim_pod(
         content_type="application/merge-patch+json",
     )
     kube_verdict = _kube_verdict(kube, recorder, log, scheduler, pod, start)
+    # The claim kube-scheduler created for extended resources backed by DRA goes too.
+    names += [c["metadata"]["name"] for c in _extended_claims(kube, ns, m["name"])]
     for name in names:
         kube.request("DELETE", f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}")
+    for name in volumes:
+        _delete_volume_claim(kube, ns, name)
     _wait(f"the claims of {key} deleted", lambda: not any(_exists(kube, ns, n) for n in names), 60, scheduler)
     return Case(created, kube_verdict, berth_verdict)
+
+
+def needs_own_pass(cluster: generator.Cluster, pod: Obj) -> bool:
+    """Whether kube-scheduler's binding of ``pod`` changes objects the next
+    pods see (its ResourceClaims, the claim for extended resources backed by
+    DRA, its own volume claims): then it is judged alone, Berth first
+    (:func:`judge_claim_pod`), and what it changed is deleted with it."""
+    if pod["spec"].get("resourceClaims") or cluster.pod_volumes.get(pod["metadata"]["name"]):
+        return True
+    return any(
+        name in generator.DRA_EXTENDED
+        for c in pod["spec"]["containers"]
+        for name in (c.get("resources") or {}).get("requests", {})
+    )
+
+
+def _extended_claims(kube: bed.Kube, ns: str, pod: str) -> list[Obj]:
+    """The claims kube-scheduler made for the extended resources of ``pod``
+    (annotated, the pod their controller; findExtendedResourceClaim)."""
+    items: list[Obj] = kube.ok("GET", f"{RESOURCE}/namespaces/{ns}/resourceclaims")["items"]
+    return [
+        c
+        for c in items
+        if (c["metadata"].get("annotations") or {}).get("resource.kubernetes.io/extended-resource-claim") == "true"
+        and any(r.get("name") == pod and r.get("controller") for r in c["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def _berth_verdict_with_volumes(stub: scheduler_pb2_grpc.SchedulerStub, pod: Obj, volumes: list[str]) -> Verdict | None:
+    """Berth's verdict once its cache holds the pod's own volume claims
+    (before, VolumeBinding's PreFilter says the claim is not found)."""
+    verdict = judge_with_berth(stub, pod)
+    missing = any(
+        f'persistentvolumeclaim "{v}" not found' in r for v in volumes for r in verdict.reasons.get("(PreFilter)", [])
+    )
+    return None if missing else verdict
+
+
+def _delete_volume_claim(kube: bed.Kube, ns: str, name: str) -> None:
+    """Delete a test pod's own claim and the volume the harness provisioned
+    for it; their protection finalizers go first (no protection controller
+    runs on the bed)."""
+    status, pvc = kube.request("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+    if status != 200:
+        return
+    unprotect = {"metadata": {"finalizers": None}}
+    merge = "application/merge-patch+json"
+    kube.request("PATCH", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", unprotect, content_type=merge)
+    kube.request("DELETE", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+    volume = pvc.get("spec", {}).get("volumeName") or _provisioned_name(pvc)
+    kube.request("PATCH", f"/api/v1/persistentvolumes/{volume}", unprotect, content_type=merge)
+    kube.request("DELETE", f"/api/v1/persistentvolumes/{volume}")
+
+
+def _provisioned_name(pvc: Obj) -> str:
+    return f"pv-{pvc['metadata']['uid']}"
+
+
+class Provisioner:
+    """The CSI provisioner of :data:`generator.CAPACITY_CLASS` that the bed
+    does not run: once kube-scheduler's VolumeBinding PreBind has written a
+    claim's ``volume.kubernetes.io/selected-node``, a PersistentVolume of the
+    requested size is created for it, pre-bound by ``claimRef``, and the PV
+    controller binds the two, so PreBind's wait ends and the pod is bound."""
+
+    def __init__(self, kube: bed.Kube) -> None:
+        self.kube = kube
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="provisioner", daemon=True)
+
+    def __enter__(self) -> Provisioner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        done: set[str] = set()
+        path = f"/api/v1/namespaces/{generator.VOLUME_NAMESPACE}/persistentvolumeclaims"
+        while not self._stop.wait(0.2):
+            try:
+                status, out = self.kube.request("GET", path)
+            except Exception:  # the bed is going away
+                continue
+            for pvc in out.get("items", []) if status == 200 else []:
+                md, spec = pvc["metadata"], pvc["spec"]
+                node = (md.get("annotations") or {}).get("volume.kubernetes.io/selected-node")
+                if spec.get("storageClassName") != generator.CAPACITY_CLASS or not node or spec.get("volumeName"):
+                    continue
+                if md["uid"] in done:
+                    continue
+                done.add(md["uid"])
+                self.kube.request("POST", "/api/v1/persistentvolumes", self._volume(pvc))
+
+    @staticmethod
+    def _volume(pvc: Obj) -> Obj:
+        md, spec = pvc["metadata"], pvc["spec"]
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": _provisioned_name(pvc)},
+            "spec": {
+                "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                "accessModes": spec["accessModes"],
+                "storageClassName": generator.CAPACITY_CLASS,
+                "persistentVolumeReclaimPolicy": "Retain",
+                "csi": {"driver": generator.CAPACITY_DRIVER, "volumeHandle": md["uid"]},
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "apiVersion": "v1",
+                    "namespace": md["namespace"],
+                    "name": md["name"],
+                    "uid": md["uid"],
+                },
+            },
+        }
 
 
 def create_claim(kube: bed.Kube, claim: Obj) -> None:
@@ -586,7 +723,7 @@ def _run(
     # Berth's reads in Kubernetes mode need a caller the API server knows.
     token = kubeutil.service_account_token(kube, "default", "conformance-reader", cluster_rules=kubeutil.READER_RULES)
 
-    with grpc.insecure_channel(f"127.0.0.1:{launched.grpc_port}") as raw_channel:
+    with grpc.insecure_channel(f"127.0.0.1:{launched.grpc_port}") as raw_channel, Provisioner(kube):
         channel = kubeutil.bearer_channel(raw_channel, token)
         berth = BerthClient(
             launched.process, cluster_pb2_grpc.ClusterStub(channel), scheduler_pb2_grpc.SchedulerStub(channel)
@@ -594,7 +731,7 @@ def _run(
         cases: list[Case | None] = []
         judged: list[tuple[int, Obj, Verdict]] = []
         for pod in cluster.test_pods:
-            if pod["spec"].get("resourceClaims"):
+            if needs_own_pass(cluster, pod):
                 cases.append(judge_claim_pod(kube, recorder, log, scheduler, berth, cluster, pod))
             else:
                 judged.append((len(cases), *judge_with_kube_scheduler(kube, recorder, log, scheduler, pod)))
@@ -608,7 +745,14 @@ def _run(
 # ---------------------------------------------------------------- reports
 
 
-_STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
+_STORAGE_KINDS = (
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
 _DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim")
 
 
@@ -629,6 +773,7 @@ def repro(cluster: generator.Cluster, case: Case) -> str:
         "berth": case.berth.as_dict(),
     }
     storage = [o for o in cluster.objects if o["kind"] in _STORAGE_KINDS]
+    storage += cluster.pod_volumes.get(case.pod["metadata"]["name"], [])
     # The devices, the claims holding some, and the pod's own claims and templates.
     own = {r.get("resourceClaimTemplateName") for r in case.pod["spec"].get("resourceClaims", [])}
     dra = [

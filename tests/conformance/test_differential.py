@@ -1,4 +1,4 @@
-"""Berth against the real kube-scheduler v1.34.4 on seeded random clusters
+"""Berth against the real kube-scheduler (the bed's release) on seeded random clusters
 (:mod:`tests.conformance.harness` says how each side is read).
 
 ``make test`` runs the small sample (one cluster, 20 pods, six of them with
@@ -27,6 +27,10 @@ NODES = int(os.environ.get("BERTH_CONFORMANCE_NODES", "10"))
 SEED = int(os.environ.get("BERTH_CONFORMANCE_SEED", "1"))
 #: The share of test pods with ResourceClaims (a DRA-heavy sample: 0.8).
 CLAIMS = float(os.environ.get("BERTH_CONFORMANCE_CLAIMS", "0.3"))
+#: The share of test pods with one of Kubernetes 1.37's kinds (partitionable or
+#: consumable devices, device taints, extended resources backed by DRA, storage
+#: capacity: generator.NEW_KINDS); each kind is in every cluster at least once.
+NEW = float(os.environ.get("BERTH_CONFORMANCE_NEW", "0.25"))
 
 
 @pytest.mark.timeout(120 + CLUSTERS * (60 + PODS * 3))
@@ -38,7 +42,7 @@ def test_berth_agrees_with_kube_scheduler(tmp_path: Path) -> None:
     figures = harness.Figures()
     failures: list[str] = []
     for seed in range(SEED, SEED + CLUSTERS):
-        cluster = generator.generate(seed, nodes_count=NODES, pods=PODS, claim_share=CLAIMS)
+        cluster = generator.generate(seed, nodes_count=NODES, pods=PODS, claim_share=CLAIMS, new_share=NEW)
         workdir = tmp_path / f"cluster-{seed}"
         cases = harness.run_cluster(cluster, workdir)
         figures.add(cases)

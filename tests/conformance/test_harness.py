@@ -125,6 +125,10 @@ def test_volume_pods_mount_claims_of_their_namespace_that_never_change() -> None
     assert mounted
     for p, name in mounted:
         assert p["metadata"]["namespace"] == generator.VOLUME_NAMESPACE
+        own = {v["metadata"]["name"]: v for v in c.pod_volumes.get(p["metadata"]["name"], [])}
+        if name in own:  # a claim of its own, provisioned where storage capacity allows
+            assert own[name]["spec"]["storageClassName"] == generator.CAPACITY_CLASS
+            continue
         claim = claims[name]
         # Pre-bound both ways (the PV controller binds it before judging), or unbindable (no volume that big).
         if claim["spec"].get("volumeName"):
@@ -162,7 +166,7 @@ def test_dra_objects_and_claim_pods_pass_berths_own_decoders_and_validation() ->
     c = generator.generate(3, nodes_count=12, pods=60)
     docs = _dra_objects(c) + _claim_pods(c)
     m = manifests.loads(json.dumps(docs), source="generated")
-    assert [d.metadata.name for d in m.device_classes] == list(generator.DEVICE_CLASSES)
+    assert [d.metadata.name for d in m.device_classes] == [*generator.DEVICE_CLASSES, "part", "share", "dgpu"]
     assert len(m.resource_slices) == sum(o["kind"] == "ResourceSlice" for o in docs)
     assert len(m.pods) == len(_claim_pods(c)) > 0
     allocated = [claim for claim in m.resource_claims if claim.status.allocation is not None]
@@ -190,7 +194,8 @@ def test_claim_pods_name_claims_and_templates_of_their_namespace_and_use_them() 
 def test_allocated_claims_hold_devices_that_exist_once_and_pin_pods_where_they_are(seed: int) -> None:
     c = generator.generate(seed, nodes_count=12, pods=60)
     devices = {d.key: d for d in c.devices}
-    held = [o for o in c.objects if o["kind"] == "ResourceClaim"]
+    # The GPUs, NICs and ports (partitions and links are held by claims of their own, below).
+    held = [o for o in c.objects if o["kind"] == "ResourceClaim" and _results(o)[0][0] in _OLDER_DRIVERS]
     assert {_results(o)[0] for o in held} == c.held and len(held) == len(c.held)
     for claims in [held, *c.pod_claims.values()]:
         keys = [k for claim in claims if "status" in claim for k in _results(claim)]
@@ -209,6 +214,9 @@ def test_allocated_claims_hold_devices_that_exist_once_and_pin_pods_where_they_a
             else:
                 assert selector == device.node_selector  # the pool's, or none: all nodes
             assert claim["metadata"].get("finalizers", [generator.DELETE_PROTECTION]) == [generator.DELETE_PROTECTION]
+
+
+_OLDER_DRIVERS = (generator.GPU_DRIVER, generator.NIC_DRIVER, generator.NET_DRIVER)
 
 
 def _results(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -335,3 +343,81 @@ def test_figures_count_claim_pods() -> None:
     f.add([harness.Case({**POD, "spec": {}}, V({"a"}), V({"a"}))])
     assert (f.pods, f.claim_pods, f.claim_pods_agree) == (3, 2, 1)
     assert "2 pods with ResourceClaims, 1 of them agree completely" in str(f)
+
+
+# ---------------------------------------------------------------- Kubernetes 1.37's kinds
+
+
+def _kinds_of(c: generator.Cluster, pod: dict[str, Any]) -> set[str]:
+    """Which of generator.NEW_KINDS a test pod has."""
+    kinds = {r["name"].removesuffix("-claim") for r in pod["spec"].get("resourceClaims", [])} & set(generator.NEW_KINDS)
+    requests = {n for ctr in pod["spec"]["containers"] for n in (ctr.get("resources") or {}).get("requests", {})}
+    if requests & set(generator.DRA_EXTENDED):
+        kinds.add("extended")
+    if c.pod_volumes.get(pod["metadata"]["name"]):
+        kinds.add("capacity")
+    return kinds
+
+
+def test_the_make_test_sample_has_a_pod_of_each_new_kind() -> None:
+    c = generator.generate(1, nodes_count=10, pods=20)
+    seen = set().union(*(_kinds_of(c, p) for p in c.test_pods))
+    assert seen == set(generator.NEW_KINDS)
+    assert all(harness.needs_own_pass(c, p) for p in c.test_pods if _kinds_of(c, p))
+
+
+def _is_new(o: dict[str, Any]) -> bool:
+    name, kind = o["metadata"]["name"], o["kind"]
+    return (
+        kind in ("CSIDriver", "CSIStorageCapacity")
+        or (kind == "StorageClass" and name == generator.CAPACITY_CLASS)
+        or (kind == "DeviceClass" and name in ("part", "share", "dgpu"))
+        or (kind == "ResourceSlice" and o["spec"]["driver"] in (generator.PART_DRIVER, generator.SHARE_DRIVER))
+        or (kind == "ResourceClaim" and name.startswith(("held-part-", "held-share-")))
+        or (kind == "ResourceClaimTemplate" and name.endswith(generator.NEW_KINDS))
+    )
+
+
+def test_the_new_kinds_leave_the_older_pods_and_objects_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1.37 sections draw from their own stream: what the older features
+    make for a seed is what they made before."""
+    full = generator.generate(3, nodes_count=12, pods=40)
+    monkeypatch.setattr(generator, "SECTIONS", generator.SECTIONS[:-2])
+    monkeypatch.setattr(generator, "with_new_kind", lambda c, pod, kind: pod)
+    base = generator.generate(3, nodes_count=12, pods=40)
+    assert [o for o in full.objects if not _is_new(o)] == base.objects
+    assert [n["metadata"]["name"] for n in full.nodes] == [n["metadata"]["name"] for n in base.nodes]
+    for a, b in zip(full.test_pods, base.test_pods, strict=True):
+        if not _kinds_of(full, a):
+            assert a == b
+
+
+def test_partitions_share_counters_in_a_slice_of_their_own() -> None:
+    c = generator.generate(2, nodes_count=12, pods=10)
+    slices = [o for o in c.objects if o["kind"] == "ResourceSlice" and o["spec"]["driver"] == generator.PART_DRIVER]
+    assert slices
+    pools: dict[str, list[dict[str, Any]]] = {}
+    for s in slices:
+        pools.setdefault(s["spec"]["pool"]["name"], []).append(s["spec"])
+    for specs in pools.values():
+        counters, devices = specs
+        assert "sharedCounters" in counters and "devices" not in counters
+        assert "devices" in devices and "sharedCounters" not in devices
+        assert all(spec["pool"]["resourceSliceCount"] == 2 for spec in specs)
+        used = sum(int(d["consumesCounters"][0]["counters"]["memory"]["value"][:-2]) for d in devices["devices"])
+        assert used == 3 * 40, "whole, halves and quarters each use the GPU's 40Gi"
+
+
+def test_new_objects_pass_berths_own_decoders_and_validation() -> None:
+    c = generator.generate(5, nodes_count=12, pods=40)
+    docs = [o for o in c.objects if o["kind"] in (*DRA_KINDS, "CSIDriver", "CSIStorageCapacity", "StorageClass")]
+    docs += [v for vs in c.pod_volumes.values() for v in vs]
+    docs += [p for p in c.test_pods if _kinds_of(c, p)]
+    m = manifests.loads(json.dumps(docs), source="generated")
+    assert any(cls.spec.extended_resource_name == generator.DGPU for cls in m.device_classes)
+    shares = [
+        r for claim in m.resource_claims if claim.status.allocation for r in claim.status.allocation.devices.results
+    ]
+    assert any(r.share_id for r in shares), "a link is shared before any pod is judged"
+    tainted = [d for s in m.resource_slices for d in s.spec.devices if d.taints]
+    assert {t.effect for d in tainted for t in d.taints} <= {"NoSchedule", "None"} and tainted

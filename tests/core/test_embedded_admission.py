@@ -32,13 +32,16 @@ pytestmark = pytest.mark.asyncio
             "requested: 1, used: 0, capacity: 0",
         ),
         ({"cpu": "1400m"}, None),
+        # removeMissingExtendedResources: an extended resource the node does not list at all is not checked.
+        ({"cpu": "100m", "example.com/fpga": "1"}, None),
     ],
 )
 async def test_a_bind_from_outside_is_admitted_only_if_the_pod_fits(
     requests: dict[str, str], message: str | None
 ) -> None:
     berth = app.build(config.parse({}))
-    berth.cluster.upsert_nodes([make_node("small", cpu="1900m", memory="2Gi", pods=10)])
+    node = make_node("small", cpu="1900m", memory="2Gi", pods=10, allocatable={"example.com/gpu": 0})
+    berth.cluster.upsert_nodes([node])
     berth.cluster.upsert_pods([make_pod("busy", node_name="small", requests={"cpu": "500m"})])
     berth.cluster.upsert_pods([make_pod("big", scheduler_name="other", requests=requests)])
     pod = berth.cluster.pods["default/big"]

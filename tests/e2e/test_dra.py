@@ -356,3 +356,58 @@ def test_device_taint_rules_keep_pods_off_tainted_devices_until_deleted(
         kube.ok("DELETE", f"{RESOURCE}/devicetaintrules/{name}")
     pods = wait_for("careful to bind", lambda: bound(list_pods(kube, ns)) or None, 30)
     assert set(pods) == {"careful"}
+
+
+def test_an_extended_resource_a_device_class_names_is_allocated_through_a_claim_berth_creates(
+    dra: bed.Kube, scenario: str, start_berth: Any
+) -> None:
+    """DRAExtendedResource (GA in 1.37): a pod asking for ``gpu.example.com/a100: 2``,
+    which no node advertises but a DeviceClass names, is bound with two
+    A100s through the claim Berth creates at PreBind as kube-scheduler does
+    (``generateName`` ``<pod>-extended-resources-``, the annotation, the pod
+    as controller), and the pod's ``status.extendedResourceClaimStatus`` names it."""
+    kube, ns = dra, scenario
+    name = f"a100-{ns}"
+    kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {
+                "selectors": [{"cel": {"expression": A100_40GI}}],
+                "extendedResourceName": f"gpu.example.com/{name}",
+            },
+        }
+    )
+    start_berth()
+    p = pod("extended", namespace=ns, scheduler="berth", nodeSelector={"dra-scenario": ns})
+    p["spec"]["containers"][0]["resources"] = {
+        "requests": {f"gpu.example.com/{name}": "2"},
+        "limits": {f"gpu.example.com/{name}": "2"},
+    }
+    kube.create(p)
+
+    def scheduled() -> dict[str, Any] | None:
+        got = list_pods(kube, ns).get("extended")
+        ok = got and got["spec"].get("nodeName") and got.get("status", {}).get("extendedResourceClaimStatus")
+        return got if ok else None
+
+    got = wait_for("the pod bound with its extended-resource claim", scheduled, 60)
+    status = got["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": "c", "resourceName": f"gpu.example.com/{name}", "requestName": "container-0-request-0"}
+    ]
+    (claim,) = [c for c in list_claims(kube, ns) if c["metadata"]["name"] == status["resourceClaimName"]]
+    md = claim["metadata"]
+    assert md["generateName"] == "extended-extended-resources-"
+    assert md["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    (owner,) = md["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "Pod",
+        "extended",
+        got["metadata"]["uid"],
+        True,
+    )
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2 and {r["pool"] for r in results} == {got["spec"]["nodeName"]}
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["extended"]

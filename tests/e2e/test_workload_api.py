@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 
+from berth.api.v1 import scheduler_pb2, scheduler_pb2_grpc
 from tests.e2e.conftest import unavailable, wait_for
 from tests.e2e.controlplane import bed
 from tests.e2e.kubeutil import condition, events_for, get_pod, pod
@@ -249,3 +251,45 @@ def test_the_pod_groups_the_job_controller_makes_for_a_jobset_are_gang_scheduled
     for template in ("driver", "workers"):
         c = group_condition(kube, by_template[template]["metadata"]["name"], JS_NS)
         assert c is not None and (c["status"], c["reason"]) == ("True", "Scheduled"), (template, c)
+
+
+# ---------------------------------------------------------------- one gang registry
+
+MIX_NS = "dialects"
+MIX_POOL = {"pool": "dialects"}
+
+
+def test_the_workload_api_is_a_gang_source_beside_the_other_dialects(
+    control_plane: bed.ControlPlane, kube: bed.Kube, start_berth: Any
+) -> None:
+    """A Workload API gang is listed by ``berth get podgroups`` with its
+    dialect beside a Volcano one; a pod both claim is held, the registry's
+    message naming both, while the Workload API's own members bind."""
+    control_plane.ensure_namespace(MIX_NS)
+    control_plane.create_node("mix1", cpu="4", labels=MIX_POOL)
+    berth = start_berth({"featureGates": GATES, "grpc": {"auth": {"reads": "open"}}})
+    kube.create({**pod_group("wl", 2), "metadata": {"name": "wl", "namespace": MIX_NS}})
+    volcano = {"scheduling.k8s.io/group-name": "vc"}
+    for name, marks in (("wl-0", {}), ("wl-1", {}), ("both", volcano)):
+        body = pod(name, cpu="1", namespace=MIX_NS, nodeSelector=MIX_POOL, schedulingGroup={"podGroupName": "wl"})
+        body["metadata"]["annotations"] = marks
+        kube.create(body)
+
+    def bound() -> list[str] | None:
+        items = kube.ok("GET", f"/api/v1/namespaces/{MIX_NS}/pods")["items"]
+        names = sorted(p["metadata"]["name"] for p in items if p["spec"].get("nodeName"))
+        return names if names == ["wl-0", "wl-1"] else None
+
+    wait_for("the Workload API gang's two members bound", bound, timeout=60)
+    with grpc.insecure_channel(f"127.0.0.1:{berth.grpc_port}") as channel:
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+
+        def held() -> str | None:
+            why = stub.Why(scheduler_pb2.WhyRequest(namespace=MIX_NS, name="both"), timeout=10)
+            return next((b.message for b in why.blockers if "two gang sources" in b.message), None)
+
+        message = wait_for("the doubly claimed pod held", held, timeout=30)
+        assert 'workload-api (group "wl") and volcano (group "vc")' in message
+        rows = stub.ListPodGroups(scheduler_pb2.ListPodGroupsRequest(namespace=MIX_NS), timeout=10).groups
+    assert [(r.name, r.dialect, r.min_member, r.bound) for r in rows] == [("wl", "workload-api", 2, 2)]
+    assert get_pod(kube, "both", MIX_NS)["spec"].get("nodeName") is None

@@ -17,7 +17,8 @@ from berth.testing import make_pod
 
 def test_every_dialect_and_every_frameworks_queue_key_is_on_by_default() -> None:
     cfg = config.parse({})
-    assert cfg.gang_sources == list(SOURCES) == ["scheduler-plugins", "volcano", "kai", "kueue", "yunikorn"]
+    assert cfg.gang_sources == list(SOURCES)
+    assert list(SOURCES) == ["workload-api", "scheduler-plugins", "volcano", "kai", "kueue", "yunikorn"]
     assert cfg.queue_keys == list(DEFAULT_QUEUE_KEYS)
     assert cfg.queue_keys[0] == "berth.dev/queue"
     assert cfg.queue_aliases == {}
@@ -28,7 +29,7 @@ def test_every_dialect_and_every_frameworks_queue_key_is_on_by_default() -> None
     [
         (
             {"gangSources": ["volcano", "slurm"]},
-            "gangSources[1]: unknown gang source 'slurm' (known: scheduler-plugins",
+            "gangSources[1]: unknown gang source 'slurm' (known: workload-api, scheduler-plugins",
         ),
         ({"gangSources": ["kueue", "kueue"]}, "gangSources[1]: 'kueue' is listed twice"),
         ({"queueKeys": ["berth.dev/queue", ""]}, "queueKeys[1]: '' is not a label or annotation key"),

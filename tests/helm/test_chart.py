@@ -161,6 +161,7 @@ BERTH_EVERY_ROLE = perms(
     # The other gang dialects' PodGroups (docs/batch-on-kubernetes.md).
     "scheduling.volcano.sh/podgroups:list,watch",
     "scheduling.run.ai/podgroups:list,watch",
+    "kueue.x-k8s.io/topologies:list,watch",  # Kueue's Topology objects (docs/topology.md)
     # The Workload API (GenericWorkload, docs/workload-api.md).
     "scheduling.k8s.io/podgroups:list,watch",
     "scheduling.k8s.io/workloads:list,watch",
@@ -192,8 +193,9 @@ BERTH_SCHEDULER_ONLY = perms(
     # VolumeBinding's PreBind: a PV's claimRef, a claim's selected-node.
     "/persistentvolumes:patch",
     "/persistentvolumeclaims:patch",
-    # DynamicResources' PreBind, Unreserve, PostFilter: merge patches; get after a conflict.
-    "resource.k8s.io/resourceclaims:get,patch",
+    # DynamicResources' PreBind, Unreserve, PostFilter: merge patches; get after a conflict;
+    # create / delete the claim for extended resources backed by DRA.
+    "resource.k8s.io/resourceclaims:create,delete,get,patch",
     "resource.k8s.io/resourceclaims/status:patch",
     # The leader writes the Queue objects' status.
     "berth.dev/queues/status:patch,update",

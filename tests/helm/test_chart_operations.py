@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from berth.adapters.kubernetes.leaderlabel import LABEL, SAME_BERTH_LABELS
 from tests.helm.conftest import CHART, NAMESPACE, RELEASE, HelmError, Render, run_helm, values_file
@@ -191,3 +192,21 @@ def test_who_issues_the_extender_certificates(
         [secret] = [s for s in r.all("Secret") if s.get("type") == "kubernetes.io/tls"]
         assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
         assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_network_policy_admits_a_host_network_kube_scheduler_by_its_nodes_addresses(render: Render) -> None:
+    values = {"networkPolicy": {"enabled": True, "kubeSchedulerCIDRs": ["10.0.0.0/24", "fd00::/64"]}}
+    rules = _ingress_by_port(render(values).one("NetworkPolicy", FULLNAME))["http"]
+    assert [r for r in rules if "ipBlock" in r] == [
+        {"ipBlock": {"cidr": "10.0.0.0/24"}},
+        {"ipBlock": {"cidr": "fd00::/64"}},
+    ]
+    with pytest.raises(HelmError, match="kubeSchedulerCIDRs"):
+        render({"networkPolicy": {"enabled": True, "kubeSchedulerCIDRs": ["control-plane"]}})
+
+
+def test_the_network_policy_is_off_by_default_and_the_values_say_why() -> None:
+    values = (CHART / "values.yaml").read_text()
+    assert yaml.safe_load(values)["networkPolicy"]["enabled"] is False
+    why = values[: values.index("networkPolicy:")].rsplit("\n\n", 1)[1]
+    assert "hostNetwork" in why and "fail closed" in why and "port-forward" in why

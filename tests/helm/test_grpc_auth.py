@@ -14,7 +14,7 @@ import yaml
 
 from berth import config
 from berth.adapters.grpc import security
-from tests.helm.conftest import NAMESPACE, HelmError, Render
+from tests.helm.conftest import CHART, NAMESPACE, RELEASE, HelmError, Render, run_helm
 from tests.helm.test_chart import FULLNAME, SCENARIOS, TOKEN_SECRET, _notes, container, pod_spec, raw_config
 
 TOKEN_FILE = "/etc/berth/grpc-auth/token"
@@ -119,4 +119,57 @@ def test_notes_say_how_to_fetch_and_send_the_token(render: Render, tmp_path: Pat
 
 def test_the_default_values_document_the_auth_settings() -> None:
     values = yaml.safe_load((Path(__file__).parents[2] / "helm/berth/values.yaml").read_text())
-    assert values["grpc"]["auth"] == {"token": True, "existingSecret": "", "allowUnauthenticatedMutations": False}
+    assert values["grpc"]["auth"] == {
+        "token": True,
+        "existingSecret": "",
+        "allowUnauthenticatedMutations": False,
+        "impersonateCertificateCallers": False,
+    }
+
+
+CONSTRAINED = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["users", "groups"], "verbs": ["impersonate:user-info"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["impersonate-on:user-info:create", "impersonate-on:user-info:delete"],
+    },
+    {
+        "apiGroups": ["scheduling.x-k8s.io"],
+        "resources": ["podgroups"],
+        "verbs": ["impersonate-on:user-info:create", "impersonate-on:user-info:get"],
+    },
+]
+LEGACY = [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}]
+
+
+@pytest.mark.parametrize(
+    ("impersonate", "kube_version", "granted"),
+    [(False, "v1.37.2", []), (True, "v1.37.2", CONSTRAINED), (True, "v1.36.0", CONSTRAINED), (True, "v1.35.4", LEGACY)],
+    ids=["off", "constrained on 1.37", "constrained from 1.36", "legacy before 1.36"],
+)
+def test_impersonation_of_certificate_callers_is_granted_only_when_asked_for_and_as_narrowly_as_the_cluster_allows(
+    helm: Path, impersonate: bool, kube_version: str, granted: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    values = {
+        "tls": {"enabled": True, "clientAuth": True},
+        "grpc": {"auth": {"impersonateCertificateCallers": impersonate}},
+    }
+    docs = template(helm, values, kube_version, tmp_path)
+    [role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == FULLNAME]
+    assert [r for r in role["rules"] if any(v.startswith("impersonate") for v in r["verbs"])] == granted
+    [cm] = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
+    raw = yaml.safe_load(cm["data"]["config.yaml"])
+    assert raw["grpc"]["auth"].get("impersonateCertificateCallers", False) is impersonate
+    assert config.parse(raw).grpc.auth.impersonate_certificate_callers is impersonate
+
+
+def template(helm: Path, values: dict[str, Any], kube_version: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """helm template at ``kube_version`` (the fixture renders at the bed's)."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    proc = run_helm(
+        helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version, "-f", str(path)
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]

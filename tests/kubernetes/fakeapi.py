@@ -95,6 +95,8 @@ class FakeApiServer:
         self.delete_status: int | None = None
         #: When set, every status patch waits for it before it is served (a slow write).
         self.status_gate: asyncio.Event | None = None
+        #: When set, every Lease request waits for it (an API server that stopped answering).
+        self.lease_gate: asyncio.Event | None = None
         #: What the pod writes did, in order: ("bind", pod, node), ("status", pod, status), ("GET", pod, "").
         self.writes: list[tuple[str, str, Any]] = []
         #: Events by (namespace, name), and ("POST"|"PATCH", name, body) of every event write.
@@ -102,6 +104,8 @@ class FakeApiServer:
         self.event_writes: list[tuple[str, str, dict[str, Any]]] = []
         #: What ``GET /version`` answers (kube-apiserver's version.Info).
         self.version: dict[str, str] = {"major": "1", "minor": "37", "gitVersion": "v1.37.2"}
+        #: Kueue Topology objects by served version ("v1beta2", "v1beta1"); a version absent: not served.
+        self.kueue_topologies: dict[str, list[dict[str, Any]]] = {}
         self._rv = 100
         self._down = asyncio.Event()
 
@@ -149,10 +153,13 @@ class FakeApiServer:
         if m := re.fullmatch(r"/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events(?:/([^/]+))?", path):
             return self._event(method, m.group(1), m.group(2), body)
         if m := re.fullmatch(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?", path):
+            if self.lease_gate is not None:
+                await self.lease_gate.wait()
             return self._lease(method, m.group(1), m.group(2), body)
         if path in ("/version", "/version/") and method == "GET":
             return Response(200, self.version)
-        if path in _LISTED:
+        kueue = re.fullmatch(r"/apis/kueue\.x-k8s\.io/(v1beta[12])/topologies", path)
+        if path in _LISTED or (kueue is not None and kueue.group(1) in self.kueue_topologies):
             if watch:
                 since = parse_qs(query).get("resourceVersion", ["0"])[0]
                 if int(since or 0) < self._rv:
@@ -160,6 +167,8 @@ class FakeApiServer:
                     return Response(200, stream=self._gone())
                 return Response(200, stream=self._watch())
             items = {"/api/v1/nodes": self.nodes, "/api/v1/namespaces": self.namespaces}.get(path, [])
+            if kueue is not None:
+                items = self.kueue_topologies[kueue.group(1)]
             return Response(200, {"kind": "List", "metadata": {"resourceVersion": str(self._rv)}, "items": items})
         return Response(404, _status(404, f"the server could not find the requested resource ({path})"))
 

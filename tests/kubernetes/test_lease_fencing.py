@@ -19,12 +19,14 @@ from berth.testing import make_pod
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
 
-def elector(lead: Any = None) -> LeaderElector:
+def elector(lead: Any = None, *, api: Any = None, on_unanswered: Any = None) -> LeaderElector:
+    """An elector of Lease kube-system/berth as "me" (``api``: none is called unless given)."""
+
     async def idle() -> None:
         await asyncio.Event().wait()
 
     return LeaderElector(
-        object(),  # type: ignore[arg-type]  # never called here
+        api if api is not None else object(),  # type: ignore[arg-type]  # never called unless given
         name="berth",
         namespace="kube-system",
         identity="me",
@@ -32,6 +34,7 @@ def elector(lead: Any = None) -> LeaderElector:
         renew_deadline=10,
         retry_period=2,
         lead=lead or idle,
+        on_unanswered=on_unanswered,
     )
 
 

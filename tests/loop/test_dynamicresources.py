@@ -234,3 +234,33 @@ async def test_a_templated_claim_waits_for_the_controller_to_name_it(berth: Bert
     berth.pods(named)
     await berth.settle()
     assert berth.node_of("default/p") == "a"
+
+
+async def test_pods_asking_for_an_extended_resource_a_class_names_get_devices_through_claims_of_their_own(
+    berth: Berth,
+) -> None:
+    """DRAExtendedResource, embedded: no node advertises example.com/gpu, the
+    class ``gpu`` names it; each bound pod got a claim created at PreBind
+    (kept in the cluster model), named in its ``status.extendedResourceClaimStatus``,
+    and no device is held twice."""
+    gpu_nodes(berth, "a", "b", gpus=4)
+    spec = msgspec.structs.replace(GPU_CLASS.spec, extended_resource_name="example.com/gpu")
+    named = msgspec.structs.replace(GPU_CLASS, spec=spec)
+    berth.cluster.upsert_device_classes([named])
+    berth.pods(
+        *(make_pod(f"e{i}", scheduler_name="berth", requests={"cpu": "100m", "example.com/gpu": 2}) for i in range(5))
+    )
+    await berth.settle()
+
+    bound = berth.bound()
+    assert len(bound) == 4
+    held = devices(berth)
+    assert len(held) == 8 and len(set(held)) == 8
+    for key, node in bound.items():
+        status = berth.cluster.pods[key].status.extended_resource_claim_status
+        assert status is not None
+        claim = berth.cluster.resource_claims[f"default/{status.resource_claim_name}"]
+        assert claim.metadata.annotations == {"resource.kubernetes.io/extended-resource-claim": "true"}
+        assert {r.pool for r in claim.status.allocation.devices.results} == {node}  # type: ignore[union-attr]
+        assert [r.name for r in claim.status.reserved_for] == [key.split("/")[1]]
+    assert berth.core.dra.pending_allocations() == []

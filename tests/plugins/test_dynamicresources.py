@@ -22,12 +22,12 @@ Berth's Filter adds which claim and request failed as a second reason after
 upstream's "cannot allocate all claims"; the cases check both.
 
 Not ported: the PodGroup cases (GenericWorkload, DRAWorkloadResourceClaims:
-off by default, not implemented), the extended-resource-* cases
-(DRAExtendedResource, not implemented), the node-allocatable-* and
+off by default, not implemented), the node-allocatable-* and
 skip-node-operations cases (alpha), DRA-disabled and
 request-admin-access-without-DRAAdminAccess-featuregate (both gates are
 locked on in 1.37), "canceled" (a Go context; Berth's Filter is not
-cancelled), the binding-conditions metrics. The queueing hints
+cancelled), the binding-conditions metrics. The extended-resource-* cases
+(DRAExtendedResource) are in ``tests/dra/test_extended_plugin.py``. The queueing hints
 (TestIsSchedulableAfter*) are covered by the loop tests' requeueing.
 """
 

@@ -195,7 +195,8 @@ def test_no_domain_holds_the_gang_every_member_is_unresolvable_naming_the_larges
         _, res = pre_filter(cluster, pod)
         assert res.status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         assert res.status.message() == (
-            "no domain of topology level rack can hold the gang's 4 unplaced pods; the largest free, rack=r1, holds 2"
+            "no domain of topology level rack can hold the gang's 4 unplaced pods; the largest free, rack=r1, holds 2 "
+            "(rack=r2: 2 of 4 members fit; rack=r3: 2 of 4 members fit)"
         )
 
 
@@ -248,7 +249,8 @@ def test_a_second_gang_counts_the_room_the_first_still_owes() -> None:
     plugin.reserve(state, PodInfo.of(g[0]), "a1")
     _, res = pre_filter(cluster, h[0])
     assert res.status.message() == (
-        "no domain of topology level rack can hold the gang's 4 unplaced pods; the largest free, rack=r1, holds 3"
+        "no domain of topology level rack can hold the gang's 4 unplaced pods; the largest free, rack=r1, holds 3 "
+        "(rack=r2: 2 of 4 members fit)"
     )
 
 
@@ -257,7 +259,11 @@ def test_explain_shows_the_topology_reason() -> None:
     cluster = Cluster(RACKS, gang, config=cfg("rack", HOST))
     ex = cluster.explain(gang[0])
     reasons = {n.node: [(r.plugin, r.reason) for r in n.reasons] for n in ex.nodes}
-    assert reasons["a1"] == [("TopologyGang", "node(s) didn't match the gang's topology domain rack=r2")]
+    # PreFilter narrowed the nodes to the domain (PreFilterResult.NodeNames); Filter says which.
+    assert reasons["a1"] == [
+        ("PreFilter", "node(s) didn't satisfy plugin(s) [TopologyGang]"),
+        ("TopologyGang", "node(s) didn't match the gang's topology domain rack=r2"),
+    ]
     assert ex.summary == "2/6 nodes are available"
     big = members("big", 9, **{REQUIRED: "rack"})
     cluster.add(*big)
@@ -265,6 +271,7 @@ def test_explain_shows_the_topology_reason() -> None:
     assert [(r.plugin, r.reason) for r in ex.pre_filter_reasons] == [
         (
             "TopologyGang",
-            "no domain of topology level rack can hold the gang's 9 unplaced pods; the largest free, rack=r1, holds 8",
+            "no domain of topology level rack can hold the gang's 9 unplaced pods; the largest free, rack=r1, holds 8 "
+            "(rack=r3: 6 of 9 members fit; rack=r2: 4 of 9 members fit)",
         )
     ]

@@ -32,6 +32,8 @@ HTTP_CONNECTIONS = 32
 GRPC_CONNECTIONS = 18  # 50 in all
 #: Pods each gRPC worker keeps submitted; older ones are deleted.
 KEEP = 4
+#: No call of the load waits longer (a server that stopped answering must not hang the run).
+CALL_TIMEOUT = 30.0
 
 
 @dataclasses.dataclass(slots=True)
@@ -56,6 +58,9 @@ class Soak:
     ops: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Latencies (s) of every call, by operation (filter, prioritize, explain, submit, delete).
     by_op: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    #: Prefixes the names (and uids) of the pods this run submits: a second
+    #: run on the same server must not repeat the first's idempotency keys.
+    tag: str = dataclasses.field(default_factory=lambda: f"{time.monotonic_ns() % 10**9:x}")
 
     @classmethod
     def new(cls, pid: int, seconds: float, windows: int) -> Soak:
@@ -102,11 +107,19 @@ async def http_worker(soak: Soak, port: int, names: list[str], stop: asyncio.Eve
             pod = api_pod(f"soak-http-{n}-{k % 50}", cpu=("100m", "500m", "2")[k % 3], memory="256Mi")
             body = json.dumps({"Pod": pod, "NodeNames": names[(k % 5) * 10 :] + names[: (k % 5) * 10]})
             began = time.monotonic()
-            async with session.post(
-                f"http://127.0.0.1:{port}/scheduler/{verb}", data=body, headers={"Content-Type": "application/json"}
-            ) as resp:
-                text = await resp.read()
-                soak.done(verb, began, resp.status == 200, f"{resp.status} {text[:200]!r}")
+            try:
+                async with session.post(
+                    f"http://127.0.0.1:{port}/scheduler/{verb}",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT),
+                ) as resp:
+                    text = await resp.read()
+                    soak.done(verb, began, resp.status == 200, f"{resp.status} {text[:200]!r}")
+            except (aiohttp.ClientError, OSError) as e:
+                # A failure, counted (a server shutting down refuses: the SIGTERM test expects it).
+                soak.done(verb, began, False, f"{type(e).__name__}: {e}")
+                await asyncio.sleep(0.01)
 
 
 async def grpc_worker(soak: Soak, port: int, stop: asyncio.Event, n: int) -> None:
@@ -123,37 +136,44 @@ async def grpc_worker(soak: Soak, port: int, stop: asyncio.Event, n: int) -> Non
             began = time.monotonic()
             try:
                 if k % 3 == 0:
-                    await scheduler.Explain(scheduler_pb2.ExplainRequest(pod=probe, profile="berth"))
+                    await scheduler.Explain(
+                        scheduler_pb2.ExplainRequest(pod=probe, profile="berth"), timeout=CALL_TIMEOUT
+                    )
                     soak.done("explain", began, True)
                 elif len(submitted) >= KEEP:
                     name = submitted.pop(0)
                     resp = await cluster.DeletePods(
-                        cluster_pb2.DeletePodsRequest(pods=[cluster_pb2.PodRef(namespace="soak", name=name)])
+                        cluster_pb2.DeletePodsRequest(pods=[cluster_pb2.PodRef(namespace="soak", name=name)]),
+                        timeout=CALL_TIMEOUT,
                     )
                     soak.done("delete", began, resp.deleted == 1, f"deleted {resp.deleted} of soak/{name}")
                 else:
-                    name = f"soak-{n}-{k}"
-                    raw = api_pod(name, namespace="soak", cpu="10m", memory="16Mi", uid=f"uid-soak-{n}-{k}")
+                    name = f"soak-{soak.tag}-{n}-{k}"
+                    raw = api_pod(name, namespace="soak", cpu="10m", memory="16Mi", uid=f"uid-{name}")
                     raw["spec"]["schedulerName"] = "berth"
                     message = convert.pod_to_pb(msgspec.convert(raw, type=model.Pod))
-                    resp = await scheduler.Submit(scheduler_pb2.SubmitRequest(pods=[message]))
+                    resp = await scheduler.Submit(scheduler_pb2.SubmitRequest(pods=[message]), timeout=CALL_TIMEOUT)
                     ok = bool(resp.results) and resp.results[0].accepted
                     soak.done("submit", began, ok, str(resp.results[0].message if resp.results else "no result"))
                     submitted.append(name)
             except grpc.aio.AioRpcError as e:
                 soak.done("grpc", began, False, f"{e.code().name}: {e.details()}")
+                await asyncio.sleep(0.01)
         # Leave the cluster as found: the next phase starts from the same pods.
         if submitted:
             refs = [cluster_pb2.PodRef(namespace="soak", name=name) for name in submitted]
             with contextlib.suppress(grpc.aio.AioRpcError):
-                await cluster.DeletePods(cluster_pb2.DeletePodsRequest(pods=refs))
+                await cluster.DeletePods(cluster_pb2.DeletePodsRequest(pods=refs), timeout=CALL_TIMEOUT)
 
 
 async def sample_rss(soak: Soak, stop: asyncio.Event) -> None:
     while not stop.is_set():
         w = soak.window()
         if w is not None:
-            w.rss_kb.append(rss_kb(soak.pid))
+            try:
+                w.rss_kb.append(rss_kb(soak.pid))
+            except (AssertionError, OSError):
+                return  # the process has exited (the SIGTERM test ends it under load)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.25)
 

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+import pytest
+
 from berth import app, config
 from berth.cluster import model
-from berth.store import MemoryStore, SqliteStore, StateStore
+from berth.store import MemoryStore, PostgresStore, SqliteStore, StateStore
+from berth.store.postgres import Lease
 from berth.testing import make_node, make_pod
+from tests.store import pgserver
 
 QUEUES = {"queues": [{"name": "team", "guaranteed": {"cpu": "1000"}, "namespaces": ["team"]}]}
 
@@ -83,3 +89,49 @@ def bound(berth: app.Berth) -> dict[str, str]:
 def usage(berth: app.Berth) -> dict[str, int]:
     """The team queue's allocated amounts."""
     return dict(next(q for q in berth.core.quota.status() if q.name == "team").allocated)
+
+
+# ------------------------------------------------------------ PostgreSQL
+
+#: Short leases for the failover tests (leaderElection's durations).
+FAST_LEASE = Lease(duration=3.0, renew_deadline=2.0, retry_period=0.5)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pgserver.PgServer]:
+    """One real PostgreSQL server for the session (skipped where none is installed)."""
+    why = pgserver.available()
+    if why:
+        pytest.skip(why)
+    with pgserver.running() as server:
+        yield server
+
+
+_databases = itertools.count()
+
+
+async def _admin(server: pgserver.PgServer, sql: str) -> None:
+    conn = await asyncpg.connect(server.dsn)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def pg_dsn(pg_server: pgserver.PgServer) -> Iterator[str]:
+    """A database of its own for one test, on the session's server."""
+    name = f"berth_{next(_databases)}"
+    asyncio.run(_admin(pg_server, f"CREATE DATABASE {name}"))
+    yield pg_server.dsn.rsplit("/", 1)[0] + "/" + name
+    asyncio.run(_admin(pg_server, f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], StateStore]:
+    """A durable backend's store, made anew on the same place at each call
+    (a restarted Berth's)."""
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path)
+    dsn = request.getfixturevalue("pg_dsn")
+    return lambda: PostgresStore(dsn, lease=FAST_LEASE)

@@ -112,6 +112,14 @@ async def test_a_resumed_watch_gets_every_later_decision_once_or_out_of_range(tm
             assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE and words in (e.value.details() or "")
 
 
+PDB = {
+    "apiVersion": "policy/v1",
+    "kind": "PodDisruptionBudget",
+    "metadata": {"name": "budget", "namespace": "team"},
+    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}},
+}
+
+
 async def test_submit_idempotency_keys_and_resync_over_grpc(tmp_path: Path) -> None:
     async with served(SqliteStore(tmp_path)) as (b, server), AsyncClient(f"127.0.0.1:{server.port}") as client:
         first = await client.submit([pod("a")], idempotency_keys={"team/a": "order-17"})
@@ -122,11 +130,12 @@ async def test_submit_idempotency_keys_and_resync_over_grpc(tmp_path: Path) -> N
         await client.feed([{**NODE, "metadata": {"name": f"n{i}"}} for i in range(4)])
         counts = await client.feed([NODE], resync=True)
         assert counts == {"Node": 1} and sorted(b.cluster.nodes) == ["n0"]
+        await client.feed([PDB])
+        assert list(b.cluster.pdbs) == ["team/budget"]
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as ch:
             c = cluster_pb2_grpc.ClusterStub(ch)
-            with pytest.raises(grpc.aio.AioRpcError) as e:
-                await c.UpsertPodDisruptionBudgets(cluster_pb2.UpsertPodDisruptionBudgetsRequest(resync=True))
-            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "resync: not supported for pdbs" in (e.value.details() or "")
+            # PDBs and PodGroups resync too (they have deletes now).
+            budgets = await c.UpsertPodDisruptionBudgets(cluster_pb2.UpsertPodDisruptionBudgetsRequest(resync=True))
+            assert budgets.resync_deleted == 1 and not b.cluster.pdbs
             r = await c.UpsertNodes(cluster_pb2.UpsertNodesRequest(resync=True))
             assert r.resync_deleted == 1 and not b.cluster.nodes

@@ -1,5 +1,6 @@
-"""`kill -9` of a real `berth serve` with its SQLite store in the middle of
-a burst of feeds and submits, then a restart on the same directory: nothing
+"""`kill -9` of a real `berth serve` with its SQLite store (or its
+PostgreSQL store, on a real server) in the middle of a burst of feeds and
+submits, then a restart on the same store: nothing
 acknowledged is lost, nothing duplicated, every pod bound once, the queue's
 usage equal to what its bound pods request, and a watch that resumed on
 its own (since_serial) missed and repeated nothing."""
@@ -33,6 +34,8 @@ queues:
   namespaces: [team]
 """
 NODES, PODS, PER_SUBMIT, POD_MILLICPU = 50, 1200, 20, 100
+#: The postgres replicas' lease (seconds): short, so that failovers are quick.
+FAST_LEASE = "leaderElection: {leaseDurationSeconds: 4, renewDeadlineSeconds: 2.5, retryPeriodSeconds: 1}\n"
 
 
 def node(i: int) -> dict[str, Any]:
@@ -51,21 +54,27 @@ def pod(i: int) -> dict[str, Any]:
 
 
 class Serve:
-    """`berth serve --state-dir` as a process, on fixed ports across restarts."""
+    """`berth serve --state-dir` (or, given ``dsn``, on a postgres store) as
+    a process, on fixed ports across restarts."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, dsn: str = "", name: str = "serve") -> None:
         self.tmp = tmp
-        (tmp / "berth.yaml").write_text(CONFIG)
+        self.dsn = dsn
+        self.name = name
+        self.config = tmp / f"{name}.yaml"
+        state = f"state: {{backend: postgres, dsn: '{dsn}'}}\n{FAST_LEASE}" if dsn else ""
+        self.config.write_text(CONFIG + state)
         self.grpc, self.http, self.ui = free_port(), free_port(), free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
-        argv = [sys.executable, "-m", "berth.cli.main", "serve", "--config", str(self.tmp / "berth.yaml")]
-        argv += ["--state-dir", str(self.tmp / "state"), "--grpc-port", str(self.grpc)]
-        argv += ["--http-port", str(self.http), "--ui-port", str(self.ui)]
-        log = open(self.tmp / f"serve-{self.starts}.log", "wb")  # noqa: SIM115 - the process holds it
+        argv = [sys.executable, "-m", "berth.cli.main", "serve", "--config", str(self.config)]
+        if not self.dsn:
+            argv += ["--state-dir", str(self.tmp / "state")]
+        argv += ["--grpc-port", str(self.grpc), "--http-port", str(self.http), "--ui-port", str(self.ui)]
+        log = open(self.tmp / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115 - the process holds it
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
     def kill9(self) -> None:
@@ -79,12 +88,12 @@ class Serve:
         return self.proc.wait(timeout=30)
 
     def logs(self) -> str:
-        return "".join((self.tmp / f"serve-{i}.log").read_text() for i in range(1, self.starts + 1))
+        return "".join((self.tmp / f"{self.name}-{i}.log").read_text() for i in range(1, self.starts + 1))
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Serve]:
-    s = Serve(tmp_path)
+@pytest.fixture(params=["sqlite", "postgres"])
+def serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
+    s = Serve(tmp_path, request.getfixturevalue("pg_dsn") if request.param == "postgres" else "")
     yield s
     if s.proc is not None and s.proc.poll() is None:
         s.kill9()

@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from berth.cluster import model
+from berth.cluster import manifests, model, workload_api
+from berth.cluster import queues as cluster_queues
 from berth.errors import InvalidArgument, OutOfRange
 from berth.scheduling import batch
 from berth.store import SqliteStore
@@ -118,8 +120,6 @@ async def test_a_resync_deletes_what_the_feeder_no_longer_has(tmp_path: Path) ->
         with pytest.raises(InvalidArgument), b.durable.resync("nodes"):
             b.cluster.upsert_nodes(bad)
         assert sorted(b.cluster.nodes) == ["n0", "n1"]
-        with pytest.raises(InvalidArgument, match="resync: not supported for pdbs"), b.durable.resync("pdbs"):
-            pass
         await b.durable.sync()
     async with standalone(SqliteStore(tmp_path), loop=False) as b:
         assert sorted(b.cluster.nodes) == ["n0", "n1"]
@@ -193,3 +193,82 @@ async def test_a_restore_does_not_validate_again_what_was_validated_when_fed(
         assert checked == []  # restored as stored
         b.cluster.upsert_pods(pods(["c"]))
         assert checked == ["c"]  # a feed is still checked
+
+
+def budget(name: str) -> model.PodDisruptionBudget:
+    return msgspec.convert(
+        {"metadata": {"name": name, "namespace": "team"}, "spec": {"minAvailable": 1, "selector": {}}},
+        model.PodDisruptionBudget,
+    )
+
+
+def gang(name: str) -> model.PodGroup:
+    return msgspec.convert({"metadata": {"name": name, "namespace": "team"}, "spec": {"minMember": 2}}, model.PodGroup)
+
+
+#: kind -> (feed these names, the names the core holds).
+RESYNCED: dict[str, tuple[Any, Any]] = {
+    "pdbs": (
+        lambda b, names: b.cluster.upsert_pdbs([budget(n) for n in names]),
+        lambda b: sorted(p.metadata.name for p in b.core.pdbs.list()),
+    ),
+    "pod_groups": (
+        lambda b, names: b.cluster.upsert_pod_groups([gang(n) for n in names]),
+        lambda b: sorted(g.metadata.name for g in b.core.pod_groups.all()),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RESYNCED))
+async def test_a_resync_of_pod_groups_or_pdbs_deletes_what_the_feeder_no_longer_has(tmp_path: Path, kind: str) -> None:
+    feed, held = RESYNCED[kind]
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        feed(b, ["a", "b", "c"])
+        with b.durable.resync(kind) as result:
+            feed(b, ["b"])
+        assert result.deleted == 2
+        assert held(b) == ["b"]
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert held(b) == ["b"]
+        assert len(getattr(b.cluster, kind)) == 1
+
+
+def queue_object(name: str, cpu: str) -> cluster_queues.Queue:
+    return cluster_queues.Queue(
+        metadata=cluster_queues.QueueMeta(name=name, generation=1, creation_timestamp="2026-01-01T00:00:01Z"),
+        spec={"guaranteed": {"cpu": cpu}, "namespaces": [name]},
+    )
+
+
+def scheduling_group(name: str, min_count: int) -> workload_api.PodGroup | workload_api.Workload:
+    return workload_api.decode(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "team", "generation": 1},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        }
+    )
+
+
+async def test_workload_api_groups_and_queue_objects_are_kept_across_a_restart(tmp_path: Path) -> None:
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.durable is not None
+        # As the cluster file brings them (berth serve --cluster on a new store).
+        b.cluster.load(manifests.Manifests(scheduling_groups=[scheduling_group("g1", 2), scheduling_group("g2", 3)]))
+        b.core.load_queue_objects([queue_object("batch", "8"), queue_object("ml", "4")])
+        b.core.on_scheduling_group_delete(scheduling_group("g2", 3))
+        b.core.on_queue_object_delete("ml")
+        b.core.on_queue_object(queue_object("batch", "16"))
+        await b.durable.sync()
+    async with standalone(SqliteStore(tmp_path), loop=False) as b:
+        assert b.core.scheduling_groups.pod_group("team", "g2") is None
+        g1 = b.core.scheduling_groups.pod_group("team", "g1")
+        assert g1 is not None and g1.spec.scheduling_policy is not None
+        assert sorted(b.core.queue_objects.objects) == ["batch"]
+        assert b.core.queue_objects.objects["batch"].spec["guaranteed"] == {"cpu": "16"}
+        assert b.core.queue_objects.verdicts["batch"].accepted
+        assert {q.name for q in b.core.quota.status()} >= {"batch", "team"}
+        assert "ml" not in {q.name for q in b.core.quota.status()}

@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from multidict import CIMultiDict
 
 from berth import access, config, errors
 from berth.adapters.http import dashboard, security, signin
@@ -26,6 +30,8 @@ from berth.cluster import model
 from berth.quota.tree import LABEL_QUEUE
 from berth.scheduling.streams import StreamBudget
 from berth.testing import make_node, make_pod
+from tests.certs import CA
+from tests.http.test_tls_rotation import client_context, install, served_cn, until_cn
 from tests.loop.conftest import Berth, make_config, running
 
 Client = TestClient[Any, Any]
@@ -557,3 +563,196 @@ async def test_a_caller_past_its_stream_bound_gets_429_and_the_others_still_stre
             assert other.status == 200
     await asyncio.sleep(0.05)
     assert berth.core.streams.open_by == {}
+
+
+# ---------------------------------------------------------------- behind an authenticating proxy
+
+
+class ProxyBed:
+    """A dashboard on TLS whose ``ui.auth.requestHeader`` trusts the proxy
+    CA's ``front-proxy`` certificate; with ``users_ca`` ``ui.tls.clientCAFile``
+    also trusts a users' CA (every client must then present a certificate;
+    a user's passes the handshake but vouches for nobody)."""
+
+    def __init__(self, tmp_path: Path, *, users_ca: bool = False) -> None:
+        for d in ("server", "proxy", "users"):
+            (tmp_path / d).mkdir()
+        self.server_ca = CA(tmp_path / "server", "server-ca")
+        self.proxy_ca = CA(tmp_path / "proxy", "proxy-ca")
+        self.users_ca = CA(tmp_path / "users", "users-ca")
+        served = self.server_ca.issue("dashboard", server=True)
+        self.ui: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "tls": {"certFile": str(served.cert), "keyFile": str(served.key)},
+            "auth": {"requestHeader": {"clientCAFile": str(self.proxy_ca.path), "allowedNames": ["front-proxy"]}},
+        }
+        self.leaves = {
+            "proxy": self.proxy_ca.issue("front-proxy", client=True),
+            "proxy, name not allowed": self.proxy_ca.issue("another-proxy", client=True),
+            "a user's certificate": self.users_ca.issue("alice", client=True),
+        }
+        if users_ca:
+            self.ui["tls"]["clientCAFile"] = str(self.users_ca.path)
+
+    def client_context(self, leaf: str | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.server_ca.path))
+        if leaf is not None:
+            ctx.load_cert_chain(str(self.leaves[leaf].cert), str(self.leaves[leaf].key))
+        return ctx
+
+
+@pytest.fixture(params=[False, True], ids=["proxy CA only", "with a users' CA"])
+async def proxied(
+    berth: Berth, reviewer: TableReviewer, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[ProxyBed, Client]]:
+    bed = ProxyBed(tmp_path, users_ca=request.param)
+    ui = config.parse({"ui": bed.ui}).ui
+    app = dashboard.build_app(berth.core, signin.Door(berth.core, ui))
+    server = TestServer(app)
+    await server.start_server(ssl=security.dashboard_ssl_context(ui))
+    async with TestClient(server) as c:
+        yield bed, c
+
+
+REMOTE_ALICE = {"X-Remote-User": "alice", "X-Remote-Group": "team-a-devs"}
+
+
+@pytest.mark.parametrize(
+    ("leaf", "headers", "user"),
+    [
+        (None, REMOTE_ALICE, None),
+        (None, {**REMOTE_ALICE, **bearer("admin-token")}, "admin"),
+        ("proxy", REMOTE_ALICE, "alice"),
+        ("proxy", {**REMOTE_ALICE, **bearer("admin-token")}, "alice"),
+        ("proxy", {"X-Remote-Group": "system:masters"}, None),
+        ("proxy, name not allowed", REMOTE_ALICE, None),
+        ("a user's certificate", REMOTE_ALICE, None),
+    ],
+    ids=[
+        "forged header without a certificate",
+        "without a certificate the bearer token counts, not the header",
+        "the proxy's certificate",
+        "the proxy's header comes before a token",
+        "the proxy's certificate without a user header",
+        "a proxy certificate whose name is not allowed",
+        "another trusted CA's certificate",
+    ],
+)
+async def test_user_headers_count_only_from_the_proxys_certificate(
+    proxied: tuple[ProxyBed, Client], leaf: str | None, headers: dict[str, str], user: str | None
+) -> None:
+    bed, c = proxied
+    users_ca = "clientCAFile" in bed.ui["tls"]
+    if (leaf is None and users_ca) or (leaf == "a user's certificate" and not users_ca):
+        # ui.tls.clientCAFile requires a certificate; the proxy CA alone refuses a user's.
+        with pytest.raises(aiohttp.ClientError):
+            await c.get("/ui/api/whoami", headers=headers, ssl=bed.client_context(leaf))
+        return
+    resp = await c.get("/ui/api/whoami", headers=headers, ssl=bed.client_context(leaf))
+    body = await resp.json()
+    if user is None:
+        assert resp.status == 401, body
+    else:
+        assert resp.status == 200, body
+        assert body["user"] == user
+
+
+async def test_a_proxied_user_sees_what_its_rbac_lets_it_list(
+    proxied: tuple[ProxyBed, Client], reviewer: TableReviewer
+) -> None:
+    bed, c = proxied
+    proxy = bed.client_context("proxy")
+    alice = await get(c, "/ui/api/pods?phase=all", headers=REMOTE_ALICE, ssl=proxy)
+    assert {k.split("/")[0] for k in keys(alice)} == {"team-a"}
+    await get(c, "/ui/api/pods/team-b/huge", 403, headers=REMOTE_ALICE, ssl=proxy)
+    await get(c, "/ui/api/nodes", 403, headers=REMOTE_ALICE, ssl=proxy)
+    admin = await get(c, "/ui/api/pods?phase=all", headers={"X-Remote-User": "admin"}, ssl=proxy)
+    assert {k.split("/")[0] for k in keys(admin)} == {"team-a", "team-b"}
+    assert ("alice", access.Attributes("list", "pods", namespace="team-a")) in reviewer.asked
+
+
+async def test_the_proxy_passes_groups_and_extra_fields_as_the_api_server_reads_them(
+    proxied: tuple[ProxyBed, Client], berth: Berth
+) -> None:
+    bed, c = proxied
+    seen: list[access.Caller] = []
+
+    async def review(caller: access.Caller, attrs: access.Attributes) -> tuple[bool, str]:
+        seen.append(caller)
+        return False, ""
+
+    assert berth.core.authority is not None
+    berth.core.authority.reviewer.review_access = review  # type: ignore[method-assign]
+    headers = [
+        ("X-Remote-User", "carol"),
+        ("X-Remote-Group", "one"),
+        ("X-Remote-Group", "two"),
+        ("X-Remote-Extra-Acme.com%2Fscopes", "read"),
+        ("X-Remote-Extra-Acme.com%2Fscopes", "write"),
+    ]
+    body = await get(c, "/ui/api/whoami", headers=CIMultiDict(headers), ssl=bed.client_context("proxy"))
+    assert body["user"] == "carol" and body["groups"] == ["one", "two"]
+    await get(c, "/ui/api/pods", headers=CIMultiDict(headers), ssl=bed.client_context("proxy"))
+    assert seen and seen[0].extra == (("acme.com/scopes", ("read", "write")),)
+
+
+async def test_the_proxys_stream_lives_without_a_session(proxied: tuple[ProxyBed, Client]) -> None:
+    bed, c = proxied
+    async with c.get("/ui/api/decisions?replay=100", headers=REMOTE_ALICE, ssl=bed.client_context("proxy")) as resp:
+        assert resp.status == 200
+        assert await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 5) == b"retry: 2000\n\n"
+        event = await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 5)
+        assert json.loads(event.split(b"data: ", 1)[1])["pod"].startswith("team-a/")
+
+
+@pytest.mark.parametrize(
+    ("ui", "message"),
+    [
+        ({"auth": {"requestHeader": {"clientCAFile": "CA"}}}, "ui.auth.requestHeader: needs ui.tls"),
+        (
+            {"tls": "TLS", "auth": {"requestHeader": {"clientCAFile": "/nonexistent/ca.crt"}}},
+            "ui.auth.requestHeader.clientCAFile: cannot read /nonexistent/ca.crt",
+        ),
+        (
+            {"tls": "TLS", "auth": {"requestHeader": {"clientCAFile": "CA", "usernameHeaders": [" "]}}},
+            "ui.auth.requestHeader.usernameHeaders: ' ' is not a header name",
+        ),
+        (
+            {"tls": "TLS", "auth": {"requestHeader": {"clientCAFile": "CA", "usernameHeaders": []}}},
+            "ui.auth.requestHeader.usernameHeaders: at least one header names the user",
+        ),
+    ],
+    ids=["without TLS", "unreadable CA", "blank header name", "no user header"],
+)
+def test_a_request_header_configuration_that_cannot_work_is_refused(
+    tmp_path: Path, ui: dict[str, Any], message: str
+) -> None:
+    bed = ProxyBed(tmp_path)
+    text = (
+        json.dumps(ui).replace('"TLS"', json.dumps(bed.ui["tls"])).replace('"CA"', json.dumps(str(bed.proxy_ca.path)))
+    )
+    cfg = config.parse({"ui": {"host": "0.0.0.0", **json.loads(text)}})
+    with pytest.raises(config.ConfigError, match=re.escape(message)):
+        security.validate_ui(cfg.ui, kubernetes=True)
+
+
+# ---------------------------------------------------------------- the dashboard's TLS
+
+
+async def test_the_dashboard_serves_a_renewed_certificate_to_new_connections(tmp_path: Path) -> None:
+    ca = CA(tmp_path)
+    first = ca.issue("first", server=True)
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    install(first.cert, first.key, cert, key)
+    ui = config.parse({"ui": {"tls": {"certFile": str(cert), "keyFile": str(key)}}}).ui
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=security.dashboard_ssl_context(ui))
+    try:
+        port = server.sockets[0].getsockname()[1]
+        ctx = client_context(ca)
+        assert await served_cn(port, ctx) == "first"
+        second = ca.issue("second", server=True)
+        install(second.cert, second.key, cert, key)
+        assert await until_cn(port, ctx, "second") == "second"
+    finally:
+        server.close()
+        await server.wait_closed()

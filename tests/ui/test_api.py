@@ -513,3 +513,36 @@ async def test_concurrent_requests_share_one_listing_until_it_is_too_old(
     monkeypatch.setattr(ui, "LISTING_MAX_AGE", 0.0)
     await get(crowd_client, "/ui/api/gangs")
     assert builds == 2
+
+
+async def test_a_caller_past_its_reads_queue_is_told_429_and_another_caller_is_served(
+    berth: Berth, client: Client
+) -> None:
+    """The dashboard's JSON reads take seats of the ``reads`` fairness level,
+    as the gRPC reads do: with this address's seats and queue taken, its next
+    listing is 429 naming the limit; another caller's seat is not in its way."""
+    level = berth.core.fairness.levels["reads"]
+    me = "address 127.0.0.1"
+    release = asyncio.Event()
+
+    async def hold(caller: str) -> None:
+        async with berth.core.fairness.seat("reads", caller):
+            await release.wait()
+
+    holders = [asyncio.create_task(hold(me)) for _ in range(level.per_caller + level.queue_length)]
+    try:
+        for _ in range(1000):  # the holders take their seats and queue in a few loop turns
+            if level.waiting(me) >= level.queue_length:
+                break
+            await asyncio.sleep(0)
+        r = await client.get("/ui/api/queues")
+        assert r.status == 429
+        assert "queue" in (await r.text()).lower()
+        release.set()
+        await asyncio.gather(*holders)
+        r = await client.get("/ui/api/queues")
+        assert r.status == 200
+    finally:
+        release.set()
+        for t in holders:
+            t.cancel()

@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
-from berth import errors
+from berth import errors, gangs
 from berth.api.v1 import cluster_pb2 as cpb
 from berth.api.v1 import model_pb2 as pb
 from berth.api.v1 import scheduler_pb2 as spb
@@ -546,14 +546,29 @@ def taint_to_pb(t: model.Taint) -> pb.Taint:
 # ---------------------------------------------------------------- groups
 
 
+#: A PodGroup message's ``dialect`` -> the apiVersion of that dialect's PodGroup.
+_POD_GROUP_DIALECTS = {"": model.PodGroup().api_version} | {
+    s.name: s.api_version for s in gangs.SOURCES.values() if s.api_version
+}
+
+
 def podgroup_from_pb(g: pb.PodGroup, path: str = "") -> model.PodGroup:
     with _at(path):
+        api_version = _POD_GROUP_DIALECTS.get(g.dialect)
+        if api_version is None:
+            known = ", ".join(sorted(n for n in _POD_GROUP_DIALECTS if n))
+            raise errors.InvalidArgument(
+                f"dialect: {g.dialect!r} has no PodGroup object Berth reads (one of {known}, or empty)"
+            )
         return model.PodGroup(
+            api_version=api_version,
             metadata=_meta_from_pb(g.metadata),
             spec=model.PodGroupSpec(
                 min_member=g.min_member,
                 schedule_timeout_seconds=g.schedule_timeout_seconds or None,
                 min_resources=_rl_from_pb(g.min_resources, "min_resources"),
+                min_task_member=dict(g.min_task_member),
+                queue=g.queue,
             ),
         )
 
@@ -1475,8 +1490,9 @@ def node_summaries_to_pb(nodes: list[NodeSummary]) -> cpb.ListNodesResponse:
     )
 
 
-def queue_status_to_pb(q: QueueStatus, reclaims: int = 0) -> spb.QueueStatus:
-    """A batch queue's status; ``reclaims`` counts its pods evicted by reclaim."""
+def queue_status_to_pb(q: QueueStatus, reclaims: int = 0, reservations: Sequence[str] = ()) -> spb.QueueStatus:
+    """A batch queue's status; ``reclaims`` counts its pods evicted by
+    reclaim, ``reservations`` describes what is held for its gangs and pods."""
     return spb.QueueStatus(
         name=q.name,
         parent=q.parent,
@@ -1492,6 +1508,7 @@ def queue_status_to_pb(q: QueueStatus, reclaims: int = 0) -> spb.QueueStatus:
         namespaces=q.namespaces,
         children=q.children,
         reclaim_preemptions=reclaims,
+        reservations=list(reservations),
     )
 
 

@@ -41,8 +41,9 @@ import grpc
 
 from berth import access, errors
 from berth.adapters.grpc import security
+from berth.scheduling.fairness import Fairness
 
-__all__ = ["CODES", "EdgeInterceptor", "WrappingInterceptor", "status_of"]
+__all__ = ["CODES", "LEVELS", "EdgeInterceptor", "WrappingInterceptor", "caller_of", "level_of", "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,19 @@ def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
     return decode
 
 
+def _as_is_if_encoded(serializer: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
+    """A stream's serializer that writes bytes as they are: a message
+    encoded once for every stream (``WatchDecisions``) is not encoded again."""
+    if serializer is None:
+        return None
+    encode = serializer
+
+    def serialize(message: Any) -> bytes:
+        return message if type(message) is bytes else encode(message)
+
+    return serialize
+
+
 async def _until(stopping: asyncio.Event, items: AsyncGenerator[T, None]) -> AsyncIterator[T]:
     """``items`` until ``stopping`` is set, then :class:`_Stopping`;
     whichever comes first, even while ``items`` waits for its next one."""
@@ -124,6 +138,11 @@ async def _until(stopping: asyncio.Event, items: AsyncGenerator[T, None]) -> Asy
         if nxt is not None and not nxt.done():
             nxt.cancel()  # raised where the stream waits: its own finally runs
             await asyncio.wait((nxt,))
+        if nxt is not None and not nxt.cancelled():
+            # Its error (a refusal raised as the caller went away) is this
+            # call's, already answered or moot: read here, so asyncio does
+            # not log it as "Task exception was never retrieved".
+            nxt.exception()
         await items.aclose()
     raise _Stopping(STOPPING)
 
@@ -170,12 +189,46 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
 
-class EdgeInterceptor(WrappingInterceptor):
-    """Wraps each unary-request handler in decode -> authenticate -> run -> map."""
+#: The fairness level (berth/scheduling/fairness.py) of each method that has
+#: one; the others (the extender verbs Filter, Prioritize, Preempt, Bind,
+#: streams, health) are never queued.
+LEVELS: dict[str, str] = {
+    **{
+        f"/berth.v1.Scheduler/{m}": "reads"
+        for m in ("Explain", "Why", "WhatIf", "ListPods", "ListPodGroups", "ListQueues", "GetQueue", "ListProfiles")
+    },
+    "/berth.v1.Cluster/ListNodes": "reads",
+    "/berth.v1.Scheduler/Submit": "feeds",
+    "/berth.v1.Scheduler/Cancel": "feeds",
+}
 
-    def __init__(self, authenticator: security.Authenticator) -> None:
+
+def level_of(method: str) -> str | None:
+    """``reads``, ``feeds`` (every Cluster Upsert and Delete), or None (exempt)."""
+    level = LEVELS.get(method)
+    if level is None and method.startswith(("/berth.v1.Cluster/Upsert", "/berth.v1.Cluster/Delete")):
+        return "feeds"
+    return level
+
+
+def caller_of(context: grpc.aio.ServicerContext) -> str:
+    """Who is calling: the authenticated user, else the client's address
+    (without its port: one client, many connections)."""
+    caller = access.CALLER.get()
+    if caller is not access.ANYONE:
+        return f"user {caller.user}"
+    peer = str(context.peer() or "unknown")
+    return f"address {peer.rsplit(':', 1)[0]}"
+
+
+class EdgeInterceptor(WrappingInterceptor):
+    """Wraps each unary-request handler in decode -> authenticate -> (a seat
+    of its fairness level) -> run -> map."""
+
+    def __init__(self, authenticator: security.Authenticator, fairness: Fairness | None = None) -> None:
         super().__init__()
         self.auth = authenticator
+        self.fairness = fairness
         self._stopping = asyncio.Event()
 
     def end_streams(self) -> None:
@@ -190,14 +243,19 @@ class EdgeInterceptor(WrappingInterceptor):
             return grpc.unary_stream_rpc_method_handler(
                 self._streaming(method, handler.unary_stream, decode),
                 request_deserializer=None,
-                response_serializer=handler.response_serializer,
+                response_serializer=_as_is_if_encoded(handler.response_serializer),
             )
         behavior = handler.unary_unary
+        level = level_of(method)
+        fairness = self.fairness if level is not None else None
 
         async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             try:
                 await _enter(auth, method, context)
-                return await behavior(decode(raw), context)
+                if fairness is None or level is None:
+                    return await behavior(decode(raw), context)
+                async with fairness.seat(level, caller_of(context)):
+                    return await behavior(decode(raw), context)
             except grpc.aio.AbortError:
                 raise
             except Exception as e:

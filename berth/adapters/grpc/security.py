@@ -318,7 +318,9 @@ class Authenticator:
     def admit(self, method: str) -> None:
         """:class:`errors.Unavailable` for the leader's state asked of a standby."""
         core = self.core
-        if core is not None and method in LEADER_ONLY_METHODS and core.standby:
+        if core is None or not method.startswith(_BERTH):
+            return
+        if (method in LEADER_ONLY_METHODS and core.standby) or core.standby_holds_nothing:
             raise errors.Unavailable(f"not the leader (leader is {core.leader or 'not known yet'}): ask the leader")
 
 
@@ -335,7 +337,7 @@ def _certificate_caller(context: grpc.aio.ServicerContext, *, restricted: bool) 
     subject = (auth.get("x509_subject") or [b""])[0].decode(errors="replace")
     groups = tuple(part[2:] for part in subject.split(",") if part.startswith("O="))
     user = cn[0] if cn else subject
-    return access.Caller(user, groups, unrestricted=not restricted)
+    return access.Caller(user, groups, unrestricted=not restricted, certificate=True)
 
 
 def _bearer(metadata: object) -> str | None:

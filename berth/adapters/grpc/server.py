@@ -11,11 +11,12 @@ INTERNAL and logged), and the server keeps serving.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from typing import Any, TypeVar
 
 import grpc
@@ -29,8 +30,9 @@ from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2
 from berth.cluster import manifests, model
 from berth.cluster.embedded import EmbeddedCluster
 from berth.config import GrpcConfig
+from berth.dra import cel
 from berth.framework.decision import Decision
-from berth.scheduling import batch, explain, turnstile, visibility, whatif
+from berth.scheduling import batch, explain, reservations, turnstile, visibility, whatif
 from berth.scheduling.core import Core, VerbError
 from berth.scheduling.durable import Durable
 from berth.scheduling.verbs import Extender, VictimsRequest
@@ -51,6 +53,16 @@ validate = security.validate
 #: one message per few milliseconds rather than one or two per pod, which
 #: cost the server ~15 % of its CPU in ``sendmsg`` when pods flow at ~1000/s.
 DECISION_LINGER = 0.005
+
+
+def _converting(items: Iterable[Any], conv: Callable[[Any, str], T], field: str) -> Generator[None, None, list[T]]:
+    """:func:`_each` a step per message, for a large feed converted in
+    slices (berth/scheduling/feeding.py: 20 000 pods take seconds)."""
+    out = []
+    for i, x in enumerate(items):
+        out.append(conv(x, f"{field}[{i}]"))
+        yield
+    return out
 
 
 def _each(items: Iterable[Any], conv: Callable[[Any, str], T], field: str) -> list[T]:
@@ -130,6 +142,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         fault (``pods[i]...``) and the others go on, so a batch of N pods
         answers as N single submits do. In Kubernetes mode the pods are
         created through the API server as the caller (:func:`batch.submit_as`)."""
+        await self.core.feeding.quiet()  # not between a feed batch's slices
         group = convert.podgroup_from_pb(request.group, "group") if request.HasField("group") else None
         entries = _submitted(request)
         pods: list[model.Pod] = []
@@ -169,6 +182,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         return scheduler_pb2.SubmitResponse(results=results)
 
     async def Cancel(self, request: scheduler_pb2.CancelRequest, context: Any) -> scheduler_pb2.CancelResponse:
+        await self.core.feeding.quiet()  # not between a feed batch's slices
         writes = batch.caller_writes(self.core)
         if writes is not None:
             ns = request.namespace or "default"
@@ -204,9 +218,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
                 seen.add(name)
         return seen
 
-    async def WatchDecisions(
+    async def WatchDecisions(  # type: ignore[override]  # bytes: written as is by the edge's serializer
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
-    ) -> AsyncIterator[scheduler_pb2.Decision]:
+    ) -> AsyncIterator[bytes]:
+        """Each decision the caller may see, as its ``berth.v1.Decision``
+        message encoded once for every stream (:func:`encoded_decision`)."""
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
@@ -214,9 +230,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             async for pairs in self._decisions(request, 0.0):
                 for serial, decision in pairs:
                     if await scope.admits(_namespace_of(decision.pod)):
-                        message = convert.decision_to_pb(decision)
-                        message.serial = serial
-                        yield message
+                        yield encoded_decision(serial, decision)  # written as is (edge.py)
 
     async def WatchDecisionBatches(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
@@ -258,8 +272,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         quota = self.core.quota
         queues = quota.status()
         visible = await self._queues_visible([q.name for q in queues])
+        held = reservations.by_queue(self.core)
         return scheduler_pb2.ListQueuesResponse(
-            queues=[convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0)) for q in queues if q.name in visible]
+            queues=[
+                convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0), held.get(q.name, ()))
+                for q in queues
+                if q.name in visible
+            ]
         )
 
     async def GetQueue(self, request: scheduler_pb2.GetQueueRequest, context: Any) -> scheduler_pb2.QueueStatus:
@@ -271,7 +290,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if q is None:
             known = ", ".join(quota.names) if quota.enabled else "none are configured"
             raise errors.NotFound(f"queue {request.name!r} not found (queues: {known})")
-        return convert.queue_status_to_pb(q, quota.reclaims.get(q.name, 0))
+        return convert.queue_status_to_pb(
+            q, quota.reclaims.get(q.name, 0), reservations.by_queue(self.core).get(q.name, ())
+        )
 
     async def ListPods(self, request: scheduler_pb2.ListPodsRequest, context: Any) -> scheduler_pb2.ListPodsResponse:
         scope = self._pods()
@@ -339,13 +360,8 @@ MAX_MANIFESTS = 5000
 
 
 def _stream_owner(context: Any) -> str:
-    """Whose stream this is: the authenticated user, else the client's
-    address (without its port: one client, many connections)."""
-    caller = access.CALLER.get()
-    if caller is not access.ANYONE:
-        return f"user {caller.user}"
-    peer = str(context.peer() or "unknown")
-    return f"address {peer.rsplit(':', 1)[0]}"
+    """Whose stream this is (:func:`edge.caller_of`)."""
+    return edge.caller_of(context)
 
 
 def _namespace_of(key: str) -> str:
@@ -432,6 +448,41 @@ def _node_set(ns: scheduler_pb2.NodeSet) -> tuple[list[str] | None, list[model.N
     return list(ns.node_names), None
 
 
+def _after_feeds(servicer: Any, core: Core) -> None:
+    """Each ``Upsert*``/``Delete*`` of ``servicer`` first waits for a sliced
+    feed batch in progress to end (berth/scheduling/feeding.py): those that
+    apply at once (small kinds) do not land between its slices."""
+    for name in dir(type(servicer)):
+        if name.startswith(("Upsert", "Delete")) and callable(getattr(servicer, name)):
+            setattr(servicer, name, _quiet_first(getattr(servicer, name), core))
+
+
+def _quiet_first(method: Callable[[Any, Any], Any], core: Core) -> Any:
+    @functools.wraps(method)
+    async def call(request: Any, context: Any) -> Any:
+        await core.feeding.quiet()
+        return await method(request, context)
+
+    return call
+
+
+#: Decisions whose WatchDecisions message is kept encoded: every stream
+#: writes the same bytes for one decision, serialised once, as the API
+#: server's watch cache serialises an event once for all its watchers
+#: (``cachingObject``, staging/src/k8s.io/apiserver/pkg/storage/cacher/caching_object.go,
+#: v0.37.2); the dashboard does the same (berth/adapters/http/ui.py ``event``).
+#: A decision is immutable and hashable; its serial is the log's.
+ENCODED_DECISIONS = 4096
+
+
+@functools.lru_cache(maxsize=ENCODED_DECISIONS)
+def encoded_decision(serial: int, decision: Decision) -> bytes:
+    """The ``berth.v1.Decision`` message of ``decision`` numbered ``serial``, encoded."""
+    message = convert.decision_to_pb(decision)
+    message.serial = serial
+    return message.SerializeToString()
+
+
 class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
     """The state feed: each call converts its batch and hands it to the embedded
     cluster, which validates the whole batch and applies all of it or none
@@ -442,19 +493,19 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
         self.feed = feed
 
     async def UpsertNodes(self, request: cluster_pb2.UpsertNodesRequest, context: Any) -> cluster_pb2.UpsertResponse:
-        nodes = convert.nodes_from_pb(request.nodes, "nodes")
-        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_nodes(nodes))
+        nodes = await self.core.feeding.pure(_converting(request.nodes, convert.node_from_pb, "nodes"))
+        return cluster_pb2.UpsertResponse(upserted=await self.core.feeding.run(self.feed.upsert_nodes_steps(nodes)))
 
     async def DeleteNodes(self, request: cluster_pb2.DeleteNodesRequest, context: Any) -> cluster_pb2.DeleteResponse:
         return cluster_pb2.DeleteResponse(deleted=self.feed.delete_nodes(request.names))
 
     async def UpsertPods(self, request: cluster_pb2.UpsertPodsRequest, context: Any) -> cluster_pb2.UpsertResponse:
-        pods = convert.pods_from_pb(request.pods, "pods")
-        return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_pods(pods))
+        pods = await self.core.feeding.pure(_converting(request.pods, convert.pod_from_pb, "pods"))
+        return cluster_pb2.UpsertResponse(upserted=await self.core.feeding.run(self.feed.upsert_pods_steps(pods)))
 
     async def DeletePods(self, request: cluster_pb2.DeletePodsRequest, context: Any) -> cluster_pb2.DeleteResponse:
         keys = [model.pod_key(r.namespace, r.name) for r in request.pods]
-        return cluster_pb2.DeleteResponse(deleted=self.feed.delete_pods(keys))
+        return cluster_pb2.DeleteResponse(deleted=await self.core.feeding.run(self.feed.delete_pods_steps(keys)))
 
     async def UpsertPodGroups(
         self, request: cluster_pb2.UpsertPodGroupsRequest, context: Any
@@ -532,6 +583,8 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
         self, request: cluster_pb2.UpsertDeviceClassesRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
         classes = _each(request.device_classes, convert.device_class_from_pb, "device_classes")
+        for i, c in enumerate(classes):  # the API server's cost limit (berth/dra/cel_cost.py)
+            cel.refuse_too_complex(cel.class_selectors(c.spec, f"device_classes[{i}].spec"))
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_device_classes(classes))
 
     async def DeleteDeviceClasses(
@@ -554,6 +607,8 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServicer):
         self, request: cluster_pb2.UpsertResourceClaimsRequest, context: Any
     ) -> cluster_pb2.UpsertResponse:
         claims = _each(request.resource_claims, convert.resource_claim_from_pb, "resource_claims")
+        for i, claim in enumerate(claims):  # the API server's cost limit (berth/dra/cel_cost.py)
+            cel.refuse_too_complex(cel.claim_selectors(claim.spec, f"resource_claims[{i}].spec"))
         return cluster_pb2.UpsertResponse(upserted=self.feed.upsert_resource_claims(claims))
 
     async def DeleteResourceClaims(
@@ -583,7 +638,7 @@ class GrpcServer:
         cfg = core.cfg.grpc
         auth = security.Authenticator(cfg, core)
         limit = cfg.max_message_bytes
-        self.edge = edge.EdgeInterceptor(auth)
+        self.edge = edge.EdgeInterceptor(auth, core.fairness)
         scheduling = SchedulerServicer(core, verbs, durable)
         self.epoch = durability.EpochInterceptor(lambda: scheduling.epoch)
         self.server = grpc.aio.server(
@@ -599,6 +654,7 @@ class GrpcServer:
         )
         scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduling, self.server)
         feeds = ClusterServicer(core, feed)
+        _after_feeds(feeds, core)
         if durable is not None:
             durability.durable_feeds(feeds, durable)
         cluster_pb2_grpc.add_ClusterServicer_to_server(feeds, self.server)

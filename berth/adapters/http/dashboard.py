@@ -191,8 +191,16 @@ def _add_routes(app: web.Application, core: Core, door: signin.Door) -> None:
         return web.Response(body=body, headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
 
     def api(build: Callable[[web.Request], Awaitable[Any]]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """A JSON read, holding a seat of the ``reads`` fairness level as the
+        gRPC reads do (berth/scheduling/fairness.py): one caller flooding the
+        dashboard's listings waits in its own queue; past it, 429."""
+
         async def handler(request: web.Request) -> web.Response:
-            return ui.json_response(await build(request))
+            try:
+                async with core.fairness.seat("reads", _owner(request)):
+                    return ui.json_response(await build(request))
+            except errors.ResourceExhausted as e:
+                return http_errors.answer(HTTPStatus.TOO_MANY_REQUESTS, str(e))
 
         return handler
 
@@ -304,15 +312,20 @@ class _Visible:
         return await self.scope.filter(decisions, lambda d: _namespace(d.pod))
 
 
+def _owner(request: web.Request) -> str:
+    """Who is calling, as the stream budget and the fairness levels count
+    callers (the gRPC door's ``caller_of``): the user, else the address."""
+    caller = access.CALLER.get()
+    return f"user {caller.user}" if caller is not access.ANYONE else f"address {request.remote}"
+
+
 async def _decisions(request: web.Request, core: Core, door: signin.Door, app: web.Application) -> web.StreamResponse:
     """The decision stream (server-sent events), as the caller may see it;
     it ends when the server stops or the session that opened it ends. Each
     caller holds a bounded number of them (:mod:`berth.scheduling.streams`):
     the one too many is 429."""
-    caller = access.CALLER.get()
-    owner = f"user {caller.user}" if caller is not access.ANYONE else f"address {request.remote}"
     try:
-        with core.streams.open(owner):
+        with core.streams.open(_owner(request)):
             return await _stream_decisions(request, core, door, app)
     except errors.ResourceExhausted as e:
         return http_errors.answer(HTTPStatus.TOO_MANY_REQUESTS, str(e))

@@ -39,7 +39,8 @@ from aiohttp import web
 
 from berth import errors
 from berth.adapters.credentials import is_loopback, read_token
-from berth.adapters.http.tls import reloading_server_ssl_context, server_ssl_context
+from berth.adapters.http import requestheader
+from berth.adapters.http.tls import reloading_server_ssl_context
 from berth.config import ConfigError, HttpConfig, UiConfig
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "ExtenderDoor",
     "HostCheck",
     "bearer",
+    "dashboard_ssl_context",
     "extender_ssl_context",
     "is_json",
     "validate_extender",
@@ -115,6 +117,20 @@ def validate_extender(cfg: HttpConfig) -> None:
         )
 
 
+def dashboard_ssl_context(cfg: UiConfig) -> ssl.SSLContext | None:
+    """The dashboard's TLS, re-read when its files change (cert-manager
+    renewals), as the extender port's. With ``ui.auth.requestHeader`` the
+    proxy's CA joins the client CAs and a certificate becomes optional
+    (people without one sign in with a token)."""
+    rh = cfg.auth.request_header
+    if rh is not None and cfg.tls is None:
+        raise ConfigError(
+            "ui.auth.requestHeader: needs ui.tls: the proxy proves itself with a client certificate over TLS"
+        )
+    extra = [("ui.auth.requestHeader.clientCAFile", rh.client_ca_file)] if rh is not None else []
+    return reloading_server_ssl_context(cfg.tls, field="ui.tls", extra_client_cas=extra)
+
+
 def validate_ui(cfg: UiConfig, *, kubernetes: bool) -> None:
     """Refuse a dashboard that would be open beyond loopback: outside
     Kubernetes (where no TokenReview vouches for callers) a non-loopback
@@ -122,10 +138,18 @@ def validate_ui(cfg: UiConfig, *, kubernetes: bool) -> None:
     Its files must be readable and its allowed hosts well formed."""
     if not cfg.enabled:
         return
-    server_ssl_context(cfg.tls, field="ui.tls")
+    dashboard_ssl_context(cfg)
     read_token("ui.auth.tokenFile", cfg.auth.token_file)
     HostCheck.of(cfg)
-    if kubernetes or cfg.auth.token_file is not None or cfg.allow_unauthenticated or is_loopback(cfg.host):
+    if cfg.auth.request_header is not None:
+        requestheader.RequestHeader(cfg.auth.request_header)  # header names and the CA file
+    if (
+        kubernetes
+        or cfg.auth.token_file is not None
+        or cfg.auth.request_header is not None
+        or cfg.allow_unauthenticated
+        or is_loopback(cfg.host)
+    ):
         return
     raise ConfigError(
         f"ui.host: listening on {cfg.host or '0.0.0.0'} needs sign-in to the dashboard: "

@@ -19,7 +19,11 @@ Every request with a session re-checks its token through the
 stops accepting stops working here within seconds, session or not.
 
 :class:`Door` decides whether the dashboard is open (standalone, no token
-file, loopback or ``ui.allowUnauthenticated``) or needs a caller.
+file, loopback or ``ui.allowUnauthenticated``) or needs a caller. Behind an
+authenticating proxy (``ui.auth.requestHeader``) the proxy's user headers
+name the caller, first, but only on a connection whose client certificate
+the proxy CA signed (:mod:`berth.adapters.http.requestheader`); such a
+request has no session.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from aiohttp import web
 
 from berth import access, errors
 from berth.adapters.credentials import is_loopback, read_token
-from berth.adapters.http import security
+from berth.adapters.http import requestheader, security
 from berth.config import UiConfig
 from berth.scheduling.core import Core
 
@@ -50,6 +54,8 @@ COOKIE = "berth_session"
 IDLE_SECONDS = 900.0
 #: Sessions kept at most; signing in beyond this ends the least recently used.
 MAX_SESSIONS = 1000
+#: Set on a request the authenticating proxy vouched for (it has no session).
+_PROXIED = "berth_proxied"
 #: Who the holder of ``ui.auth.tokenFile``'s token is: it sees everything.
 STATIC_TOKEN_CALLER = access.Caller("berth:dashboard-token", ("system:authenticated",), unrestricted=True)
 
@@ -128,6 +134,9 @@ class Door:
         self.may_be_open = is_loopback(cfg.host) or cfg.allow_unauthenticated
         self.secure_cookie = cfg.tls is not None
         self.sessions = Sessions(clock=clock)
+        #: An authenticating proxy's user headers, trusted from its certificate only.
+        rh = cfg.auth.request_header
+        self.proxy = requestheader.RequestHeader(rh) if rh is not None else None
         if cfg.enabled and cfg.allow_unauthenticated and not is_loopback(cfg.host) and self.token is None:
             log.warning(
                 "ui.allowUnauthenticated: true: outside Kubernetes the dashboard on %s shows everything to anyone",
@@ -142,7 +151,7 @@ class Door:
     @property
     def open(self) -> bool:
         """True: every caller is :data:`berth.access.ANYONE` (no sign-in)."""
-        return self.authority is None and self.token is None and self.may_be_open
+        return self.authority is None and self.token is None and self.proxy is None and self.may_be_open
 
     async def caller_of(self, token: str, client: str = "") -> access.Caller:
         """Whose ``token`` is (:class:`errors.Unauthenticated` when nobody's);
@@ -159,6 +168,12 @@ class Door:
         """The caller of ``request``: its bearer token's, else its session's."""
         if self.open:
             return access.ANYONE
+        if self.proxy is not None:
+            # Before any token, as kube-apiserver's union puts requestheader first.
+            caller = self.proxy.caller(request, unrestricted=self.authority is None)
+            if caller is not None:
+                request[_PROXIED] = True
+                return caller
         token = security.bearer(request)
         if token is None:
             sid = request.cookies.get(COOKIE)
@@ -172,7 +187,7 @@ class Door:
         """False once the session ``request`` came with has ended (logout,
         idle): an open event stream then ends too. Requests that came with
         a bearer header, or to an open dashboard, have no session to end."""
-        if self.open or security.bearer(request) is not None:
+        if self.open or security.bearer(request) is not None or request.get(_PROXIED, False):
             return True
         sid = request.cookies.get(COOKIE)
         return sid is not None and self.sessions.alive(sid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Sequence
 
 from berth.adapters import rotation
 from berth.config import ConfigError, TLSConfig
@@ -21,7 +22,11 @@ def _readable(field: str, path: str) -> str:
 
 
 def server_ssl_context(
-    tls: TLSConfig | None, *, field: str = "http.tls", client_cert_optional: bool = False
+    tls: TLSConfig | None,
+    *,
+    field: str = "http.tls",
+    client_cert_optional: bool = False,
+    extra_client_cas: Sequence[tuple[str, str]] = (),
 ) -> ssl.SSLContext | None:
     """A server context for ``tls`` (None: plain HTTP).
 
@@ -31,6 +36,10 @@ def server_ssl_context(
     authenticate otherwise: a bearer token), but a certificate it presents
     must still verify (Go's ``tls.VerifyClientCertIfGiven``, which the API
     server uses beside its token authenticators).
+    ``extra_client_cas`` (field, path) are CAs whose certificates a client
+    may present besides (an authenticating proxy's, ``ui.auth.requestHeader``):
+    with them alone a certificate is optional, as kube-apiserver's
+    requestheader CA joins its client CA pool.
     Unreadable or mismatched files raise ConfigError, one line naming the
     field and the file (``http.tls.certFile: cannot read /x.pem: No such
     file or directory``).
@@ -47,19 +56,27 @@ def server_ssl_context(
     except (OSError, ssl.SSLError) as e:
         reason = getattr(e, "reason", None) or e
         raise ConfigError(f"{field}.certFile/keyFile: not a matching PEM certificate and key: {reason}") from None
-    if tls.client_ca_file:
-        ca = _readable(f"{field}.clientCAFile", tls.client_ca_file)
+    cas = [(f"{field}.clientCAFile", tls.client_ca_file)] if tls.client_ca_file else []
+    for ca_field, path in [*cas, *extra_client_cas]:
+        ca = _readable(ca_field, path)
         try:
             ctx.load_verify_locations(cafile=ca)
         except (OSError, ssl.SSLError) as e:
             reason = getattr(e, "reason", None) or e
-            raise ConfigError(f"{field}.clientCAFile: not a PEM CA certificate: {reason}") from None
+            raise ConfigError(f"{ca_field}: not a PEM CA certificate: {reason}") from None
+    if tls.client_ca_file:
         ctx.verify_mode = ssl.CERT_OPTIONAL if client_cert_optional else ssl.CERT_REQUIRED
+    elif extra_client_cas:
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
 def reloading_server_ssl_context(
-    tls: TLSConfig | None, *, field: str = "http.tls", client_cert_optional: bool = False
+    tls: TLSConfig | None,
+    *,
+    field: str = "http.tls",
+    client_cert_optional: bool = False,
+    extra_client_cas: Sequence[tuple[str, str]] = (),
 ) -> ssl.SSLContext | None:
     """As :func:`server_ssl_context`, re-read when the certificate, key or
     client CA files change (cert-manager renewals): each handshake polls
@@ -71,11 +88,14 @@ def reloading_server_ssl_context(
         return None
 
     def build() -> ssl.SSLContext:
-        ctx = server_ssl_context(tls, field=field, client_cert_optional=client_cert_optional)
+        ctx = server_ssl_context(
+            tls, field=field, client_cert_optional=client_cert_optional, extra_client_cas=extra_client_cas
+        )
         assert ctx is not None
         return ctx
 
     paths = [tls.cert_file, tls.key_file, *([tls.client_ca_file] if tls.client_ca_file else [])]
+    paths += [path for _, path in extra_client_cas]
     watched = rotation.Watched(field, paths, build)
     outer = build()
 

@@ -54,7 +54,7 @@ from aiohttp import web
 from berth.cluster import model
 from berth.errors import InvalidArgument, NotFound
 from berth.framework.decision import Decision, DecisionKind
-from berth.scheduling import explain, visibility
+from berth.scheduling import explain, reservations, visibility
 from berth.scheduling.core import Core
 
 __all__ = [
@@ -258,6 +258,8 @@ def queues(core: Core) -> dict[str, Any]:
         # What a bar of a resource no max bounds is drawn against.
         "capacity": core.cache.allocatable_total(),
         "reclaims": dict(core.quota.reclaims),
+        # Queue -> a line per reservation it holds (berth.plugins.reservation).
+        "reservations": reservations.by_queue(core),
     }
 
 
@@ -286,7 +288,7 @@ class Listed:
     name's sort key (computed once per listing, not per request)."""
 
     row: visibility.PodRow
-    gang: str  # NAMESPACE/NAME of its PodGroup ("" none)
+    gang: str  # its gang, as visibility.gang_id names it ("" none)
     key: tuple[str | int, ...]
 
 
@@ -314,8 +316,8 @@ async def build_listing(core: Core) -> Listing:
         for pod in pods:
             for p, phase, node in visibility._ours(core, (pod,)):
                 row = visibility._row(core, p, phase, node, positions)
-                group = p.metadata.labels.get(model.LABEL_POD_GROUP)
-                rows.append(Listed(row, model.pod_key(row.namespace, group) if group else "", natural_key(row.key)))
+                gang = visibility.gang_of(core, p)
+                rows.append(Listed(row, visibility.gang_id(gang) if gang else "", natural_key(row.key)))
             if time.perf_counter() - started >= SLICE_SECONDS:
                 break
         else:
@@ -581,7 +583,7 @@ def gangs_page(
     page = []
     for g in groups[offset : offset + limit]:
         item = dataclasses.asdict(g)
-        item["gang"] = key = model.pod_key(g.namespace, g.name)
+        item["gang"] = key = g.gang
         item["where"] = _where(members.get(key, []))
         page.append(item)
     return {

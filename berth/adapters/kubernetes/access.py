@@ -12,7 +12,15 @@
   as for ``kubectl create`` and Berth's ServiceAccount needs no right to
   create pods. (The client must carry no client certificate of Berth's: the
   API server tries the x509 authenticator before bearer tokens, so a
-  request presenting both would be Berth's.)
+  request presenting both would be Berth's.) A caller a verified client
+  certificate named has no token: with ``impersonate_certificates``
+  (``grpc.auth.impersonateCertificateCallers``) its writes go on Berth's
+  own client with ``Impersonate-User``/``Impersonate-Group`` headers, as
+  ``kubectl --as`` and kube-rbac-proxy send them (k8s.io/apiserver@v0.37.2
+  pkg/endpoints/filters/impersonation.go: the API server checks that Berth
+  may ``impersonate`` that user and each group, then authorises, admits
+  and audits the write as the impersonated user; each group is a header
+  line of its own, not a list).
 
 A refusal keeps the API server's message and status; :func:`error_of`
 turns it into the error kind of the same meaning (403 → PermissionDenied,
@@ -32,11 +40,12 @@ from urllib.parse import quote
 import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from multidict import CIMultiDict
 
 from berth import access, errors
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
 
-__all__ = ["ApiServerReviewer", "CallerWrites", "error_of"]
+__all__ = ["ApiServerReviewer", "CallerWrites", "error_of", "impersonation_headers"]
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +156,25 @@ def anonymous_client(api: client.ApiClient) -> client.ApiClient:
     return anon
 
 
+def impersonation_headers(caller: access.Caller) -> list[tuple[str, str]]:
+    """The headers that make a request ``caller``'s (client-go's
+    transport.ImpersonationConfig: one ``Impersonate-Group`` line per group,
+    ``Impersonate-Extra-<key>`` with the key %-escaped)."""
+    out = [("Impersonate-User", caller.user)]
+    out += [("Impersonate-Group", g) for g in caller.groups]
+    if caller.uid:
+        out.append(("Impersonate-Uid", caller.uid))
+    out += [(f"Impersonate-Extra-{quote(k, safe='')}", v) for k, vs in caller.extra for v in vs]
+    return out
+
+
 class CallerWrites:
     """The batch API's writes, made as the caller (module docstring)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, *, impersonate_certificates: bool = False) -> None:
         self._mine = api
         self._api: client.ApiClient | None = None
+        self.impersonate_certificates = impersonate_certificates
 
     @property
     def api(self) -> client.ApiClient:
@@ -165,24 +187,51 @@ class CallerWrites:
         if self._api is not None:
             await self._api.close()
 
-    async def _call(self, caller: access.Caller, method: str, path: str, body: Any = None) -> Any:
-        if not caller.token:
-            raise errors.Unauthenticated(
-                "this Berth writes through the API server as its caller: send a Kubernetes bearer token "
-                "(berth --token-file, $BERTH_TOKEN, or a kubeconfig user with a token)"
-            )
-        auth = {"in": "header", "key": "authorization", "value": f"Bearer {caller.token}", "type": "api_key"}
-        try:
-            resp = await self.api.call_api(
+    async def _send(self, caller: access.Caller, method: str, path: str, body: Any) -> Any:
+        """The response to ``method path`` made as ``caller``."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if caller.token:
+            auth = {"in": "header", "key": "authorization", "value": f"Bearer {caller.token}", "type": "api_key"}
+            return await self.api.call_api(
                 path,
                 method,
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
                 _request_auth=auth,  # type: ignore[arg-type]  # a dict, as _apply_auth_params reads it
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
+        if not (caller.certificate and self.impersonate_certificates):
+            hint = (
+                "; a client-certificate caller can write once grpc.auth.impersonateCertificateCallers is true"
+                if caller.certificate
+                else ""
+            )
+            raise errors.Unauthenticated(
+                "this Berth writes through the API server as its caller: send a Kubernetes bearer token "
+                f"(berth --token-file, $BERTH_TOKEN, or a kubeconfig user with a token){hint}"
+            )
+        # Berth's own credential (its token, or the client certificate on
+        # its client's TLS context), then who it acts as.
+        mine: dict[str, str] = {}
+        await self._mine.update_params_for_auth(mine, [], ["BearerToken"])
+        sent = CIMultiDict(headers)
+        sent.update(mine)
+        sent.extend(impersonation_headers(caller))
+        url = f"{self._mine.configuration.host}{path}"
+        return await self._mine.rest_client.request(
+            method,
+            url,
+            headers=sent,  # type: ignore[arg-type]  # a multidict: a header line per group
+            body=body,
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+
+    async def _call(self, caller: access.Caller, method: str, path: str, body: Any = None) -> Any:
+        try:
+            resp = await self._send(caller, method, path, body)
             try:
                 raw = await resp.read()
                 status, reason = resp.status, resp.reason

@@ -78,6 +78,7 @@ class _Lock(LeaseLock):
                 async with asyncio.timeout(el.request_timeout):
                     found = await super().get(name, namespace)
             except _TRANSPORT_ERRORS as e:
+                el.unanswered = True
                 if el.leading:
                     # The leader must see the failure now: it has renewDeadline to renew.
                     return False, _unavailable(e)
@@ -85,6 +86,7 @@ class _Lock(LeaseLock):
                 await el.wait_for_api_server(e)
                 continue
             el.reachable()
+            el.unanswered = False
             ok, record = found
             if ok and record is not None:
                 el.observed(getattr(record, "holder_identity", None) or "")
@@ -112,7 +114,9 @@ class _Lock(LeaseLock):
                 updated = bool(await super().update(name, namespace, updated_record))
         except _TRANSPORT_ERRORS as e:
             log.warning("leader election: updating Lease %s/%s failed: %s", namespace, name, describe(e))
+            self._elector.unanswered = True
             return False
+        self._elector.unanswered = False
         if updated:
             self._elector.observed(updated_record.holder_identity)
             if updated_record.holder_identity == self._elector.identity:
@@ -140,7 +144,12 @@ class LeaderElector:
         retry_period: float,
         lead: Callable[[], Coroutine[Any, Any, None]],
         on_holder: Callable[[str], None] | None = None,
+        on_unanswered: Callable[[], object] | None = None,
     ) -> None:
+        """``on_unanswered``: called when a term ends because the API server
+        did not answer the renewals (timeouts, resets): the connections in
+        use may be dead without a FIN or RST, and whatever else rides on them
+        (the informers' watches) should move to fresh ones."""
         self.api = api
         self.name = name
         self.namespace = namespace
@@ -155,6 +164,9 @@ class LeaderElector:
         self.request_timeout = renew_deadline
         self._lead = lead
         self._on_holder = on_holder
+        self._on_unanswered = on_unanswered
+        #: The last call on the Lease failed without an answer (transport error or timeout).
+        self.unanswered = False
         #: The Lease's holderIdentity as last read or written ("" released
         #: or not seen yet).
         self.holder = ""
@@ -247,6 +259,11 @@ class LeaderElector:
     async def _lost(self) -> None:
         if self._term is not None:
             log.warning("%s lost the lease: scheduling stopped", self.identity)
+            if self.unanswered and self._on_unanswered is not None:
+                # kube-scheduler exits here and comes back with new
+                # connections; Berth keeps its caches and replaces the connections.
+                log.warning("%s: the API server did not answer: re-establishing the watches", self.identity)
+                self._on_unanswered()
         await self._end_term()
 
     # ------------------------------------------------------------ run

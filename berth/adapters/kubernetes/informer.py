@@ -163,6 +163,10 @@ class Informer(Generic[T]):
         self.relists = 0
         self.events = 0
         self.silent_watches = 0
+        #: Times :meth:`reconnect` replaced the connection in use.
+        self.reconnects = 0
+        #: The LIST or WATCH in flight (cancelled by :meth:`reconnect`).
+        self._step: asyncio.Task[None] | None = None
 
     @staticmethod
     def _key(meta: _ObjMeta) -> str:
@@ -238,6 +242,7 @@ class Informer(Generic[T]):
         )
         resp = await checked(await self._list_call(**kw))
         chunks = aiter(resp.content.iter_any())
+        ended = False
         try:
             buf = b""
             while True:
@@ -257,7 +262,10 @@ class Informer(Generic[T]):
                     line, buf = buf[:nl], buf[nl + 1 :]
                     if line.strip():
                         self._apply(msgspec.json.decode(line, type=WatchEvent))
+            ended = True
         finally:
+            if not ended:
+                _drop(resp)  # cancelled or failed mid-stream: never back to the pool
             resp.release()
 
     def _apply(self, ev: WatchEvent) -> None:
@@ -289,6 +297,39 @@ class Informer(Generic[T]):
                     self._handlers.on_update(have[1], obj)
         self.resource_version = meta.resourceVersion
 
+    # ------------------------------------------------------------ reconnect
+
+    def reconnect(self) -> bool:
+        """Abandon the LIST or WATCH in flight — its connection is closed,
+        never pooled — and resume at once on a fresh one from the last
+        resourceVersion (nothing is listed again unless that is too old).
+        For a caller that learnt the API server stopped answering on the
+        existing connections (a Lease renewal that timed out): a watch on a
+        half-open connection would otherwise wait for its read-idle limit.
+        False when nothing was in flight."""
+        step = self._step
+        if step is None or step.done():
+            return False
+        step.cancel()
+        return True
+
+    async def _run_step(self, coro: Awaitable[None]) -> bool:
+        """Run one LIST or WATCH as its own task; False when :meth:`reconnect`
+        cancelled it (the informer itself being cancelled raises)."""
+        step = self._step = asyncio.ensure_future(coro)
+        try:
+            await step
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise
+            self.reconnects += 1
+            log.info("%s informer: reconnecting on a fresh connection", self.name)
+            return False
+        finally:
+            self._step = None
+        return True
+
     # ------------------------------------------------------------ run
 
     async def run(self) -> None:
@@ -304,14 +345,15 @@ class Informer(Generic[T]):
             step = "list" if need_list else "watch"
             try:
                 if need_list:
-                    await self._list()
+                    if not await self._run_step(self._list()):
+                        continue
                     need_list = False
                     if not self.synced.is_set():
                         log.info("%s informer: synced (%d objects)", self.name, len(self.store))
                     self.synced.set()
                     step = "watch"
-                await self._watch()
-                continue  # a clean end of the watch (its timeout): resume at once
+                await self._run_step(self._watch())
+                continue  # a clean end of the watch (its timeout) or a reconnect: resume at once
             except asyncio.CancelledError:
                 raise
             except Gone as e:

@@ -35,6 +35,7 @@ from berth.adapters.kubernetes import kubeconfig as _kubeconfig
 from berth.adapters.kubernetes import writer as _writer
 from berth.adapters.kubernetes.access import ApiServerReviewer, CallerWrites
 from berth.adapters.kubernetes.backoff import Backoff, retrying
+from berth.adapters.kubernetes.deadlines import bound_requests
 from berth.adapters.kubernetes.election import LeaderElector
 from berth.adapters.kubernetes.informer import Handlers, Informer, cancel_all
 from berth.adapters.kubernetes.leaderlabel import LeaderLabel
@@ -42,7 +43,7 @@ from berth.adapters.kubernetes.queue_status import QueueStatusWriter
 from berth.adapters.kubernetes.source import KubernetesSource
 from berth.adapters.kubernetes.workload_api import PLURALS, PodGroupConditions
 from berth.adapters.kubernetes.writer import Recipe
-from berth.cluster import dra, model, queues, storage, workload_api
+from berth.cluster import dra, model, queues, storage, topologies, workload_api
 from berth.scheduling.core import Core
 from berth.scheduling.loop import Scheduler
 
@@ -64,6 +65,8 @@ async def load_api_client(*, kubeconfig: str | None, in_cluster: bool) -> client
     naming the file and the problem when they cannot be used."""
     api = await _kubeconfig.load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
     _kubeconfig.skip_proxy_lookups(api)
+    # No request waits unbounded on a connection gone silent (berth.adapters.kubernetes.deadlines).
+    bound_requests(api)
     _RECIPES[api] = Recipe(kubeconfig=kubeconfig, in_cluster=in_cluster)
     return api
 
@@ -95,7 +98,9 @@ class KubernetesRunner:
         core.default_source = self.source
         # The batch API writes as its callers, and the doors ask the API
         # server who they are and what they may see (berth.access).
-        self.as_caller = self.source.as_caller = CallerWrites(api)
+        self.as_caller = self.source.as_caller = CallerWrites(
+            api, impersonate_certificates=core.cfg.grpc.auth.impersonate_certificate_callers
+        )
         core.authority = berth_access.Authority(ApiServerReviewer(api))
         self.informers: list[Informer[Any]] = []
         #: Where PodGroup conditions go, once a PodGroup version is watched.
@@ -198,6 +203,29 @@ class KubernetesRunner:
             self._custom_list(queues.GROUP, queues.VERSION, queues.PLURAL),
             "batch queues come from the configuration file only",
         )
+
+    async def _kueue_topology_informer(self) -> Informer[Any] | None:
+        """Kueue Topology objects, in the newest version served (v1beta2, else
+        v1beta1), when the configuration asks for them (``kueueTopologies``)."""
+        core = self.core
+        for api_version in topologies.VERSIONS:
+            group, _, version = api_version.partition("/")
+            listing = self._custom_list(group, version, "topologies")
+            if not await self._served(f"Topologies ({api_version})", listing, "gangs use the configured topologies"):
+                continue
+
+            def stamp(t: topologies.KueueTopology, api_version: str = api_version) -> topologies.KueueTopology:
+                t.api_version = api_version  # a list's items may leave it to the envelope
+                return t
+
+            return Informer(
+                "kueue-topologies",
+                listing,
+                topologies.KueueTopology,
+                Handlers.mirror(core.on_topology, lambda t: core.on_topology_delete(t.metadata.name)),
+                prepare=stamp,
+            )
+        return None
 
     def _queue_informer(self) -> Informer[Any]:
         core = self.core
@@ -369,6 +397,8 @@ class KubernetesRunner:
             self._workload_informer("statefulsets", apps.list_stateful_set_for_all_namespaces, model.StatefulSet),
         ]
         self.informers.extend(await self._pod_group_informers())
+        if core.cfg.kueue_topologies and (topologies := await self._kueue_topology_informer()) is not None:
+            self.informers.append(topologies)
         if await self._queues_served():
             self.informers.append(self._queue_informer())
             self.queue_status = QueueStatusWriter(core, self.source.write_queue_status)
@@ -421,6 +451,12 @@ class KubernetesRunner:
                 await label.clear()
             await scheduler.detach()
 
+    def reconnect_informers(self) -> int:
+        """Move every informer's LIST or WATCH to a fresh connection (a term
+        ended because the API server stopped answering: the watches' own
+        connections may be half-open). How many were in flight."""
+        return sum(inf.reconnect() for inf in self.informers)
+
     async def _elect(self) -> None:
         """Campaign until cancelled; then end the term and release the Lease."""
         le = self.core.cfg.leader_election
@@ -449,6 +485,7 @@ class KubernetesRunner:
             retry_period=le.retry_period_seconds,
             lead=lead,
             on_holder=on_holder,
+            on_unanswered=self.reconnect_informers,
         )
         # Bindings stop the moment the Lease may have passed to another replica.
         self.source.fence = elector.fence

@@ -32,6 +32,7 @@ performed in the writer subprocess, off the scheduling loop's core.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -179,6 +180,30 @@ class KubernetesSource:
             **_MERGE_PATCH,
         )
         return await _claim_from(resp, md.name)
+
+    async def create_claim(self, claim: dra.ResourceClaim) -> dra.ResourceClaim:
+        md = claim.metadata
+        body = {"apiVersion": claim.api_version, "kind": claim.kind, **msgspec.to_builtins(claim)}
+        body.pop("status", None)
+        resp = await self.resource_v1.create_namespaced_resource_claim(
+            md.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
+        return await _claim_from(resp, md.generate_name)
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        resp = await self.resource_v1.delete_namespaced_resource_claim(
+            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
+        with contextlib.suppress(NotFound):  # gone already: what a delete wants
+            await _object_from(resp, dict, f'resourceclaims.resource.k8s.io "{name}"')
+
+    async def set_extended_resource_claim_status(
+        self, pod: model.Pod, status: model.PodExtendedResourceClaimStatus
+    ) -> None:
+        md = pod.metadata
+        body = {"status": {"extendedResourceClaimStatus": msgspec.to_builtins(status)}}
+        resp = await self.core_v1.patch_namespaced_pod_status(md.name, md.namespace, body, **_MERGE_PATCH)
+        await _object_from(resp, dict, f'pods "{md.name}"')
 
     # ------------------------------------------------------------ PersistentVolumes
 

@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from berth.adapters.kubernetes import kubeconfig as _kubeconfig
+from berth.adapters.kubernetes.deadlines import bound_requests
 from berth.adapters.kubernetes.writes import REQUEST_TIMEOUT_SECONDS, PodRef, PodWrites
 from berth.cluster.sources import BindConflict, BindError, BindRetriable
 
@@ -283,6 +284,7 @@ async def _child(fd: int, recipe: Recipe, identity: str, scheduler_name: str) ->
     else:
         api = await _kubeconfig.load_api_client(kubeconfig=recipe.kubeconfig, in_cluster=recipe.in_cluster)
     _kubeconfig.skip_proxy_lookups(api)
+    bound_requests(api)  # every request bounded, as the parent's (berth.adapters.kubernetes.deadlines)
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     writes = PodWrites(api, identity=identity, scheduler_name=scheduler_name)
     try:

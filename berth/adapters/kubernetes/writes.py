@@ -29,6 +29,7 @@ import aiohttp
 import msgspec
 from kubernetes_asyncio import client
 
+from berth.adapters.kubernetes.deadlines import timeout_for
 from berth.cluster import model
 from berth.cluster.sources import BindConflict, BindError, BindRetriable
 
@@ -113,7 +114,9 @@ class RawRequests:
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api
         self._host = (api.configuration.host or "").rstrip("/")
-        self._timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
+        # A total, a connect and a read-idle bound: a Binding on a connection
+        # gone silent is abandoned (and the connection closed) well before the total.
+        self._timeout = timeout_for(REQUEST_TIMEOUT_SECONDS, watch=False)
 
     async def __call__(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, bytes]:
         api = self._api

@@ -26,12 +26,12 @@ score depends on the release:
 - 1.35 (v1.35.4's ``balancedResourceScorer``, unchanged since v1.34):
   ``S(with the pod)``.
 
-v1.35.4's file differs from v1.34.4's only in what this port does not
-model: DRA-backed extended resources in the score (``DRAExtendedResource``,
+DRA-backed extended resources count in the score (``DRAExtendedResource``,
 alpha and off in 1.35, on in 1.36 and 1.37: a configured extended resource no
-device plugin provides is counted in devices of the DeviceClass that names
-it) and ``SignPod`` (opportunistic batching); v1.36.3's and v1.37.2's are the
-same. The arguments,
+device plugin provides on a node is counted there in devices of the
+DeviceClass that names it, :class:`berth.dra.extended.ScoringSource`). Not
+modelled: ``SignPod`` (opportunistic batching); v1.36.3's and v1.37.2's
+files are the same. The arguments,
 :class:`~berth.plugins.noderesources.args.NodeResourcesBalancedAllocationArgs`
 (``resources``, default cpu and memory, weight defaulted to 1;
 ``ValidateNodeResourcesBalancedAllocationArgs`` requires weight 1 and no
@@ -50,10 +50,11 @@ import numpy.typing as npt
 from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
+from berth.dra import extended
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
-from berth.plugins.noderesources.strategies import ColumnScorer, ResourceAllocationScorer, Scorer
+from berth.plugins.noderesources.strategies import ColumnScorer, DraTotals, ResourceAllocationScorer, Scorer
 
 __all__ = [
     "PRE_SCORE_STATE_KEY",
@@ -225,6 +226,8 @@ class _PreScoreState:
     """balanced_allocation.go balancedAllocationPreScoreState."""
 
     pod_requests: tuple[int, ...]
+    #: draPreScoreState: device counts for DRA-backed scored resources, if any.
+    dra: DraTotals | None = None
 
 
 #: balanced_allocation.go balancedAllocationPreScoreStateKey.
@@ -251,6 +254,13 @@ class NodeResourcesBalancedAllocation:
             pod_level=feats.pod_level_resources,
             columns=columns,
         )
+        self._devices = extended.ScoringSource(release=feats.version.minor) if feats.dra_extended_resource else None
+
+    def _device_totals(self) -> DraTotals | None:
+        """getDRAPreScoredParams (balanced_allocation.go PreScore, v1.37.2)."""
+        if self._devices is None or self.handle is None or self.handle.dra is None:
+            return None
+        return self._devices.for_cycle(self.handle.dra, self.scorer.names)
 
     @staticmethod
     def _best_effort(pod_requests: Sequence[int]) -> bool:
@@ -261,7 +271,7 @@ class NodeResourcesBalancedAllocation:
         pod_requests = tuple(self.scorer.pod_requests(pod))
         if self._best_effort(pod_requests):
             return fw.Status.skip()
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(pod_requests))
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(pod_requests, self._device_totals()))
         return fw.SUCCESS
 
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
@@ -270,6 +280,7 @@ class NodeResourcesBalancedAllocation:
             pod_requests = tuple(self.scorer.pod_requests(pod))
             if self._best_effort(pod_requests):
                 return np.zeros(len(rows), dtype=np.int64)
+            dra = self._device_totals()
         else:
-            pod_requests = s.pod_requests
-        return self.scorer.score(nodes, rows, pod_requests, fw.score_memo(state, nodes, rows))
+            pod_requests, dra = s.pod_requests, s.dra
+        return self.scorer.score(nodes, rows, pod_requests, fw.score_memo(state, nodes, rows), dra)

@@ -22,11 +22,17 @@ unchanged from v1.34 to v1.37.2) builds the scorer without ``enablePodLevelResou
 the 100m / 200Mi defaults) plus overhead; BalancedAllocation does use them. The
 arguments are :class:`~berth.plugins.noderesources.args.NodeResourcesFitArgs`.
 
-Not followed from v1.37.2: extended resources backed by DRA
-(``DRAExtendedResource``, on from 1.36: ``shouldDelegateResourceToDRA`` leaves
-a request no device plugin provides on the node, and that a DeviceClass names,
-to DynamicResources, and scoring counts such a resource in devices) — Berth
-has no extended-resource-to-DeviceClass mapping yet; the deltas of a bound pod
+Extended resources backed by DRA (``DRAExtendedResource``, on from 1.36):
+``shouldDelegateResourceToDRA`` leaves a request that a DeviceClass names
+(:mod:`berth.dra.extended`) to DynamicResources on every node whose
+allocatable has none of it (no device plugin provides it there).
+
+Scoring counts such a resource, on a node without allocatable of it, in
+devices of the class that names it (``calculateDRAExtendedResourceAllocatableRequest``;
+only for a resource in the scoring strategy's list, cpu and memory by
+default: :class:`berth.dra.extended.ScoringSource`).
+
+Not followed from v1.37.2: the deltas of a bound pod
 whose resize is deferred (``InPlacePodVerticalScalingSchedulerPreemption``,
 alpha, off); ``SignPod`` and ``ScorePlacement`` (opportunistic batching and
 topology-aware workload scheduling, alpha).
@@ -45,10 +51,11 @@ from berth import features
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import resources
+from berth.dra import extended
 from berth.framework import interface as fw
 from berth.framework.handle import Handle
 from berth.plugins.noderesources.args import NodeResourcesFitArgs
-from berth.plugins.noderesources.strategies import scorer_for
+from berth.plugins.noderesources.strategies import DraTotals, scorer_for
 
 __all__ = ["PRE_SCORE_STATE_KEY", "STATE_KEY", "NodeResourcesFit"]
 
@@ -67,6 +74,9 @@ class _PreFilterState:
     request: IntArray
     names: tuple[str, ...]
     amounts: tuple[int, ...]
+    #: Of ``names``, those a DeviceClass backs (DRAExtendedResource): not
+    #: checked on a node without allocatable of them.
+    dra_backed: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,6 +84,8 @@ class _PreScoreState:
     """fit.go preScoreState: the pod's request per configured scoring resource."""
 
     pod_requests: tuple[int, ...]
+    #: draPreScoreState: device counts for DRA-backed scored resources, if any.
+    dra: DraTotals | None = None
 
 
 #: fit.go preFilterStateKey.
@@ -94,6 +106,8 @@ class NodeResourcesFit:
         self.args.validate(feats)
         self.handle = handle
         self.dra_extended_resource = feats.dra_extended_resource
+        self._classes = extended.ResolverCache()
+        self._devices = extended.ScoringSource(release=feats.version.minor) if feats.dra_extended_resource else None
         self.ignored_resources = frozenset(self.args.ignored_resources)
         self.ignored_groups = frozenset(self.args.ignored_resource_groups)
         assert self.args.scoring_strategy is not None
@@ -141,7 +155,11 @@ class NodeResourcesFit:
                 continue
             names.append(name)
         request = nodes.vector(reqs)
-        state.write(STATE_KEY, _PreFilterState(request, tuple(names), tuple(reqs[n] for n in names)))
+        backed: frozenset[str] = frozenset()
+        if self.dra_extended_resource and self.handle is not None and self.handle.dra is not None:
+            resolver = self._classes.get(self.handle.dra)
+            backed = frozenset(n for n in names if resolver.device_class(n) is not None)
+        state.write(STATE_KEY, _PreFilterState(request, tuple(names), tuple(reqs[n] for n in names), backed))
         return fw.PreFilterResult()
 
     def filter(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.NodeVerdicts:
@@ -161,7 +179,10 @@ class NodeResourcesFit:
         full = cols_at[1][:, pods] >= cols_at[0][:, pods]
         for name, amount in zip(s.names, s.amounts, strict=True):
             c = index[name]
-            full |= cols_at[0][:, c] - cols_at[1][:, c] < amount
+            short_of = cols_at[0][:, c] - cols_at[1][:, c] < amount
+            if name in s.dra_backed:
+                short_of &= cols_at[0][:, c] > 0  # shouldDelegateResourceToDRA
+            full |= short_of
         # Rarely any row is full at all: a scan of the contiguous column
         # says so before the (costlier) gather of the candidate rows.
         if not full.any():
@@ -183,6 +204,9 @@ class NodeResourcesFit:
             need = np.asarray(s.amounts, dtype=np.int64)
             alloc_sub = nodes.alloc[np.ix_(sub, cols)]
             short = need > alloc_sub - nodes.req[np.ix_(sub, cols)]
+            if s.dra_backed:
+                backed = np.asarray([name in s.dra_backed for name in s.names], dtype=bool)
+                short &= ~(backed & (alloc_sub <= 0))
             unresolvable: BoolArray = np.asarray((short & (need > alloc_sub)).any(axis=1), dtype=bool)
             failed = np.column_stack([too_many, short])
             labels.extend(f"Insufficient {name}" for name in s.names)
@@ -202,13 +226,19 @@ class NodeResourcesFit:
     # ------------------------------------------------------------ scoring
 
     def pre_score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> fw.Status:
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(tuple(self.scorer.pod_requests(pod))))
+        state.write(PRE_SCORE_STATE_KEY, self._pre_score_state(pod))
         return fw.SUCCESS
 
+    def _pre_score_state(self, pod: PodInfo) -> _PreScoreState:
+        """fit.go PreScore's state (and Score's, when PreScore did not run)."""
+        dra = None
+        if self._devices is not None and self.handle is not None and self.handle.dra is not None:
+            dra = self._devices.for_cycle(self.handle.dra, self.scorer.names)
+        return _PreScoreState(tuple(self.scorer.pod_requests(pod)), dra)
+
     def score(self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, rows: IntArray) -> IntArray:
-        s = state.get(PRE_SCORE_STATE_KEY)
-        pod_requests = s.pod_requests if s is not None else tuple(self.scorer.pod_requests(pod))
-        return self.scorer.score(nodes, rows, pod_requests, fw.score_memo(state, nodes, rows))
+        s = state.get(PRE_SCORE_STATE_KEY) or self._pre_score_state(pod)
+        return self.scorer.score(nodes, rows, s.pod_requests, fw.score_memo(state, nodes, rows), s.dra)
 
 
 def _distinct_rows(matrix: BoolArray) -> tuple[BoolArray, npt.NDArray[np.int32]]:

@@ -45,6 +45,7 @@ from berth.plugins.noderesources.args import (
 
 __all__ = [
     "ColumnScorer",
+    "DraTotals",
     "ResourceAllocationScorer",
     "Scorer",
     "broken_linear",
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+#: A cycle's device counts for DRA-backed extended resources:
+#: (resource, node) -> (devices, allocated), None where no class backs it.
+DraTotals = Callable[[str, model.Node], "tuple[int, int] | None"]
 
 #: Amounts above this go through exact (Python int) arithmetic: below it,
 #: ``amount * MaxNodeScore`` summed over a few resources stays in int64.
@@ -347,7 +351,7 @@ class ResourceAllocationScorer:
         return [reqs.get(name, 0) for name in self.names]
 
     def node_allocatable_request(
-        self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int]
+        self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int], dra: DraTotals | None = None
     ) -> tuple[IntArray, IntArray, IntArray]:
         """calculateNodeAllocatableRequest (resource_allocation.go v1.37.2):
         ``[n, R]`` arrays (requested, allocated, allocatable), 0 = left out;
@@ -361,6 +365,11 @@ class ResourceAllocationScorer:
         its 128-bit intermediate, and as fast as it matters for absurd input.
         Requested and allocated amounts are clamped at 0 (a node's sums of
         non-negative requests are never below it; only hand-made tables are).
+
+        ``dra`` (DRAExtendedResource, a cycle's :class:`~berth.dra.extended.DeviceTotals`):
+        a scored extended resource the pod requests and a node has no
+        allocatable of counts, there, the devices of the DeviceClass naming
+        it, and those allocated (``calculateResourceAllocatableRequest``).
         """
         n, r = len(rows), len(self.names)
         span = self._columns(nodes)
@@ -418,10 +427,35 @@ class ResourceAllocationScorer:
                 alloc[:, at] = a.astype(object) if exact else a
                 allocated[:, at] = q.astype(object) if exact else q
                 req[:, at] = (q.astype(object) + pod.astype(object)) if exact else q + pod
+        if dra is not None:
+            req, allocated, alloc = self._with_devices(nodes, rows, pod_requests, dra, req, allocated, alloc)
         # "Only fill the extended resource entry when it's non-zero."
         left_out = alloc == 0
         req = np.maximum(np.where(left_out, 0, req), 0)
         allocated = np.maximum(np.where(left_out, 0, allocated), 0)
+        return req, allocated, alloc
+
+    def _with_devices(
+        self,
+        nodes: NodeTable,
+        rows: IntArray,
+        pod_requests: Sequence[int],
+        dra: DraTotals,
+        req: IntArray,
+        allocated: IntArray,
+        alloc: IntArray,
+    ) -> tuple[IntArray, IntArray, IntArray]:
+        """The DRA-backed resources' amounts, where a node has no allocatable of them."""
+        req, allocated, alloc = req.copy(), allocated.copy(), alloc.copy()
+        for i, (name, pod_req) in enumerate(zip(self.names, pod_requests, strict=True)):
+            if pod_req == 0 or not _is_scalar(name):
+                continue
+            for k, row in enumerate(rows.tolist()):
+                if alloc[k, i] != 0:
+                    continue
+                got = dra(name, nodes.node(row))
+                if got is not None and got[0] > 0:
+                    alloc[k, i], allocated[k, i], req[k, i] = got[0], got[1], got[1] + pod_req
         return req, allocated, alloc
 
     def columns(
@@ -460,17 +494,23 @@ class ResourceAllocationScorer:
         return req, allocated, alloc
 
     def score(
-        self, nodes: NodeTable, rows: IntArray, pod_requests: Sequence[int], memo: dict[Any, Any] | None = None
+        self,
+        nodes: NodeTable,
+        rows: IntArray,
+        pod_requests: Sequence[int],
+        memo: dict[Any, Any] | None = None,
+        dra: DraTotals | None = None,
     ) -> IntArray:
-        """The rows' scores. ``memo``: the ``run_score`` call's shared work (:meth:`columns`)."""
+        """The rows' scores. ``memo``: the ``run_score`` call's shared work
+        (:meth:`columns`); ``dra``: see :meth:`node_allocatable_request`."""
         if len(rows) == 0:
             return np.zeros(0, dtype=np.int64)
-        if self.column_scorer is not None:
+        if self.column_scorer is not None and dra is None:
             cols = self.columns(nodes, rows, pod_requests, memo if memo is not None else {})
             if cols is not None:
                 fast: IntArray = self.column_scorer(cols[0], cols[1], cols[2], self._weights)
                 return fast
-        req, allocated, alloc = self.node_allocatable_request(nodes, rows, pod_requests)
+        req, allocated, alloc = self.node_allocatable_request(nodes, rows, pod_requests, dra)
         out: IntArray = np.asarray(self.scorer(req, allocated, alloc, self.weights), dtype=np.int64)
         return out
 

@@ -79,6 +79,9 @@ _AT: dict[str, str] = {
     "berth.v1.PodGroup.min_member": "spec.minMember",
     "berth.v1.PodGroup.schedule_timeout_seconds": "spec.scheduleTimeoutSeconds",
     "berth.v1.PodGroup.min_resources": "spec.minResources",
+    "berth.v1.PodGroup.queue": "spec.queue",
+    "berth.v1.PodGroup.min_task_member": "spec.minTaskMember",
+    "berth.v1.PodGroup.dialect": "apiVersion",
     "berth.v1.PodDisruptionBudget.selector": "spec.selector",
     "berth.v1.PodDisruptionBudget.disruptions_allowed": "status.disruptionsAllowed",
     "berth.v1.DeviceAttribute.int_value": "int",
@@ -109,8 +112,26 @@ def _json_bytes(value: Any, path: str) -> bytes:
         raise ManifestError(f"{path}: not a JSON value: {e}") from None
 
 
+#: A PodGroup's apiVersion -> its gang dialect (``PodGroup.dialect``).
+POD_GROUP_DIALECTS = {
+    "scheduling.x-k8s.io/v1alpha1": "scheduler-plugins",
+    "scheduling.volcano.sh/v1beta1": "volcano",
+    "scheduling.run.ai/v2alpha2": "kai",
+}
+
+
+def _dialect(value: Any, path: str) -> str:
+    """The dialect a PodGroup's apiVersion names (none given: scheduler-plugins')."""
+    dialect = POD_GROUP_DIALECTS.get(value) if isinstance(value, str) else None
+    if dialect is None:
+        known = ", ".join(POD_GROUP_DIALECTS)
+        raise ManifestError(f"{path}: {_shown(value)} is not a PodGroup apiVersion Berth is fed ({known})")
+    return dialect
+
+
 #: Fields whose value is not the plain JSON form of the field's type.
 _VALUE: dict[str, Callable[[Any, str], Any]] = {
+    "berth.v1.PodGroup.dialect": _dialect,
     "berth.v1.ObjectMeta.creation_timestamp_ms": _timestamp_ms,
     "berth.v1.ObjectMeta.deleting": lambda value, path: value is not None,
     "berth.v1.OpaqueDeviceConfiguration.parameters": _json_bytes,

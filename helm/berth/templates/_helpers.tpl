@@ -140,6 +140,7 @@ leaderElection, runSchedulingLoop) come last so `config` cannot override them
 {{- if (include "berth.tls" .) }}{{ $_ := set $http "tls" $tls }}{{ $_ := set $grpc "tls" $tls }}{{ end -}}
 {{- $auth := dict "allowUnauthenticatedMutations" .Values.grpc.auth.allowUnauthenticatedMutations -}}
 {{- if .Values.grpc.auth.token }}{{ $_ := set $auth "tokenFile" (printf "%s/token" (include "berth.grpcTokenDir" .)) }}{{ end -}}
+{{- if .Values.grpc.auth.impersonateCertificateCallers }}{{ $_ := set $auth "impersonateCertificateCallers" true }}{{ end -}}
 {{- $_ := set $grpc "auth" $auth -}}
 {{- /* Extender verbs: mTLS when clientAuth (then never open), else as http.auth says. */ -}}
 {{- $mtls := include "berth.mtls" . -}}

@@ -327,7 +327,8 @@
       }));
       const amounts = (m) => byResource(Object.keys(m)).map((r) => `${r} ${qty(r, m[r])}`).join(", ") || "–";
       tbody.append(el("tr", { class: `q-depth-${Math.min(depth[q.name], 3)}`, "data-queue": q.name },
-        el("td", {}, el("b", { text: q.name }), q.leaf ? "" : el("span", { class: "muted", text: " (parent)" })),
+        el("td", {}, el("b", { text: q.name }), q.leaf ? "" : el("span", { class: "muted", text: " (parent)" }),
+          ...((d.reservations || {})[q.name] || []).map((line) => el("div", { class: "muted reservation", text: line }))),
         el("td", { text: amounts(q.guaranteed) }),
         el("td", { class: "used", text: amounts(q.allocated) }),
         el("td", { text: amounts(q.max) }),
@@ -492,10 +493,10 @@
     sortableHead($("#gangs thead"), GANG_COLUMNS, gangs, refreshGangs, ["where they wait"]);
     const tbody = $("#gangs tbody");
     if (!d.gangs.length) {
-      const none = text ? "No gangs match." : "No gangs: a PodGroup (scheduling.x-k8s.io) and pods labelled with its name make one.";
+      const none = text ? "No gangs match." : "No gangs: a PodGroup (scheduling.x-k8s.io, Volcano's, KAI's or the Workload API's) and pods that name it make one.";
       tbody.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty", text: none })));
     } else {
-      tbody.replaceChildren(...d.gangs.map((g) => el("tr", { "data-gang": g.gang, "data-members": g.members, "data-min": g.min_member, "data-placed": g.placed },
+      tbody.replaceChildren(...d.gangs.map((g) => el("tr", { "data-gang": g.gang, "data-dialect": g.dialect, "data-members": g.members, "data-min": g.min_member, "data-placed": g.placed },
         el("td", {}, el("b", { text: g.gang }), " ", badge(g.phase, g.phase === "Scheduled" ? "Bound" : g.phase === "Pending" ? "Gated" : "Active")),
         el("td", { class: `num ${g.members < g.min_member ? "short" : ""}`, text: `${g.members} / ${g.min_member}` }),
         el("td", { class: "num", text: g.placed }),

@@ -1416,19 +1416,59 @@ class PodGroup(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class MinTaskMemberEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     METADATA_FIELD_NUMBER: _builtins.int
     MIN_MEMBER_FIELD_NUMBER: _builtins.int
     SCHEDULE_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     MIN_RESOURCES_FIELD_NUMBER: _builtins.int
+    DIALECT_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    MIN_TASK_MEMBER_FIELD_NUMBER: _builtins.int
     min_member: _builtins.int
     schedule_timeout_seconds: _builtins.int
     """How long members wait at Permit for the rest of the gang; 0 means the
     configured default.
     """
+    dialect: _builtins.str
+    """Whose PodGroup this is (the gang sources, docs/batch-on-kubernetes.md):
+    "scheduler-plugins" (also ""; scheduling.x-k8s.io/v1alpha1), "volcano"
+    (scheduling.volcano.sh/v1beta1: members annotated
+    `scheduling.k8s.io/group-name: NAME`) or "kai" (scheduling.run.ai/v2alpha2:
+    annotation `pod-group-name`). Groups of one name in two dialects are two
+    gangs. Kueue's and YuniKorn's gangs have no object; Submit makes
+    scheduler-plugins' only.
+    """
+    queue: _builtins.str
+    """Volcano's and KAI's spec.queue: the batch queue the gang's pods count in."""
     @_builtins.property
     def metadata(self) -> Global___ObjectMeta: ...
     @_builtins.property
     def min_resources(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    @_builtins.property
+    def min_task_member(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Volcano's spec.minTaskMember: task (the pod's `volcano.sh/task-spec`) ->
+        how many of its pods the gang needs at least.
+        """
+
     def __init__(
         self,
         *,
@@ -1436,10 +1476,13 @@ class PodGroup(_message.Message):
         min_member: _builtins.int = ...,
         schedule_timeout_seconds: _builtins.int = ...,
         min_resources: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        dialect: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        min_task_member: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "min_member", b"min_member", "min_resources", b"min_resources", "schedule_timeout_seconds", b"schedule_timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dialect", b"dialect", "metadata", b"metadata", "min_member", b"min_member", "min_resources", b"min_resources", "min_task_member", b"min_task_member", "queue", b"queue", "schedule_timeout_seconds", b"schedule_timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
