@@ -685,6 +685,7 @@ class Scheduler:
             return "", ""
         leaf = quota.lane_of(pod.pod)
         for v in found.victims:
+            # The victim's DisruptionTarget message is read from this (writes.disruption_message).
             reason = f"Preempted by pod {pod.uid} on node {found.node}: reclaimed for queue {leaf}"
             self.emit(Kind.PREEMPTED, v.pod, node=found.node, message=reason)
             quota.count_reclaim(found.queues.get(v.uid, ""))

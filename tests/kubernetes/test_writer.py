@@ -308,6 +308,7 @@ async def test_a_victim_is_evicted_through_the_writer(
     assert [w[0] for w in fake.writes if w[1] == "default/p"] == ["status", "DELETE"]
     [(_, _, marked)] = [w for w in fake.writes if w[0] == "status" and w[1] == "default/p"]
     assert marked["conditions"][0]["reason"] == "PreemptionByScheduler"
+    assert marked["conditions"][0]["message"] == "berth: preempting to accommodate a higher priority pod"
     assert ("DELETE", "default/p", {"uid": "uid-p"}) in fake.writes
     assert (("default", "p") not in fake.pods) == gone
     assert [b["reason"] for _, _, b in fake.event_writes] == ([] if logged else ["Preempted"])
@@ -521,3 +522,19 @@ async def test_a_nomination_is_written_with_the_podscheduled_condition_in_one_pa
         if w[0] == "status"
     ]
     assert got == patches
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("Preempted by pod u on node n", "berth: preempting to accommodate a higher priority pod"),
+        (
+            "Preempted by pod u on node n: reclaimed for queue research",
+            "berth: preempting to reclaim resources for queue research",
+        ),
+    ],
+)
+def test_a_victims_disruption_message_is_kube_schedulers_or_names_the_reclaiming_queue(
+    reason: str, message: str
+) -> None:
+    assert writes_mod.disruption_message(reason, "berth") == message

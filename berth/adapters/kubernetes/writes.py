@@ -80,6 +80,22 @@ def _now_micro() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: How a queue's reclaim names its victims' reason (berth/scheduling/loop.py).
+RECLAIMED_FOR_QUEUE = ": reclaimed for queue "
+
+
+def disruption_message(reason: str, scheduler_name: str) -> str:
+    """The victim's ``DisruptionTarget`` message: kube-scheduler's words
+    (``executor.go`` v1.37.2: ``"<scheduler>: preempting to accommodate a
+    higher priority pod"``; the event carries ``reason``, "Preempted by pod
+    <uid> on node <node>"); a queue's reclaim, which kube-scheduler has
+    not, says so in the same shape."""
+    _, reclaim, queue = reason.partition(RECLAIMED_FOR_QUEUE)
+    if reclaim:
+        return f"{scheduler_name}: preempting to reclaim resources for queue {queue}"
+    return f"{scheduler_name}: preempting to accommodate a higher priority pod"
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -435,7 +451,7 @@ class PodWrites:
             "type": "DisruptionTarget",
             "status": "True",
             "reason": "PreemptionByScheduler",
-            "message": f"{scheduler_name}: {reason}",
+            "message": disruption_message(reason, scheduler_name),
             "lastTransitionTime": _now(),
         }
         await self.patch_status(pod, {"conditions": [condition]}, "marking victim")
