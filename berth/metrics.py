@@ -339,6 +339,42 @@ class Metrics:
                 ["preemptor"],
                 registry=r,
             )
+        # DRADeviceBindingConditions only (metrics.go v1.37.2 Register; since 1.36).
+        self.dra_binding_conditions_allocations: Counter | None = None
+        self.dra_binding_conditions_wait: Histogram | None = None
+        if version >= features.KubeVersion(1, 36) and feats is not None and feats.dra_device_binding_conditions:
+            self.dra_binding_conditions_allocations = Counter(
+                "scheduler_dra_bindingconditions_allocations_total",
+                _help(
+                    "ALPHA",
+                    "Number of allocations using devices with BindingConditions, counted per driver per "
+                    "scheduling attempt",
+                ),
+                ["profile", "driver", "status"],
+                registry=r,
+            )
+            self.dra_binding_conditions_wait = Histogram(
+                "scheduler_dra_bindingconditions_wait_duration_seconds",
+                _help("ALPHA", "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind."),
+                ["profile", "driver", "status"],
+                buckets=exponential_buckets(0.1, 2, 14),
+                registry=r,
+            )
+        # DRAExtendedResource only: k8s.io/dynamic-resource-allocation v0.37.2
+        # resourceclaim/metrics (registered by kube-scheduler's metrics.go and
+        # kube-controller-manager alike, hence no scheduler_ prefix).
+        self.resourceclaim_creates: Counter | None = None
+        if feats is not None and feats.dra_extended_resource:
+            self.resourceclaim_creates = Counter(
+                "dynamic_resource_allocation_resourceclaim_creates_total",
+                _help(
+                    "ALPHA",
+                    "Number of ResourceClaims creation requests, categorized by creation status, admin access, "
+                    "and owning API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+                ),
+                ["status", "admin_access", "owner_api_group", "owner_api_kind"],
+                registry=r,
+            )
         # --- Berth's own
         self.extender_requests = Counter(
             "berth_extender_requests",

@@ -865,13 +865,34 @@ class DynamicResources:
         if not self._binding_gates or not any(_has_binding_conditions(c) for c in s.claims):
             return fw.SUCCESS
         # "We need to wait for the device to be attached to the node."
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         try:
             await self._wait_for_binding(s)
         except _BindingError as e:
+            self._observe_binding(s, loop.time() - began, e.status)
             # "Returning an error here causes another scheduling attempt. In that next
             # attempt, PreFilter will detect the timeout or error and try to recover."
             return fw.Status.error(str(e), plugin=NAME)
+        self._observe_binding(s, loop.time() - began, "success")
         return fw.SUCCESS
+
+    def _observe_binding(self, s: _State, seconds: float, status: str) -> None:
+        """The binding-conditions metrics (PreBind, ``dynamicresources.go``
+        v1.37.2): the wait per allocated device's driver, and one count per
+        device with binding conditions (``listBindingConditionsStatus``)."""
+        m = self.handle.metrics
+        if m.dra_binding_conditions_wait is None or m.dra_binding_conditions_allocations is None:
+            return
+        profile = self.handle.profile
+        for claim in s.claims:
+            allocation = claim.status.allocation
+            if allocation is None:
+                continue
+            for r in allocation.devices.results:
+                m.dra_binding_conditions_wait.labels(profile, r.driver, status).observe(seconds)
+                if r.binding_conditions:
+                    m.dra_binding_conditions_allocations.labels(profile, r.driver, status).inc()
 
     @property
     def _binding_gates(self) -> bool:
@@ -888,7 +909,7 @@ class DynamicResources:
                 return
             left = deadline - loop.time()
             if left <= 0:
-                raise _BindingError("device binding timeout: context deadline exceeded")
+                raise _BindingError("device binding timeout: context deadline exceeded", "timeout")
             await asyncio.sleep(min(BINDING_POLL_SECONDS, left))
 
     def _pod_ready_for_binding(self, s: _State) -> bool:
@@ -900,7 +921,7 @@ class DynamicResources:
             s.claims[i] = latest
             if not _ready_for_binding(latest):
                 if self._binding_timed_out(latest):
-                    raise _BindingError(f"device binding timeout: claim={latest.metadata.name}")
+                    raise _BindingError(f"device binding timeout: claim={latest.metadata.name}", "timeout")
                 return False
         return True
 
@@ -928,12 +949,17 @@ class DynamicResources:
             # "Clear fields which must or can not be set during creation."
             md = msgspec.structs.replace(node_claim.metadata, name="", uid="")
             fresh = msgspec.structs.replace(node_claim, metadata=md, status=dra.ResourceClaimStatus())
+            creates = self.handle.metrics.resourceclaim_creates
             try:
                 created = await client.create_claim(fresh)
             except Exception as e:
+                if creates is not None:  # createExtendedResourceClaimInAPI's labels (v1.37.2)
+                    creates.labels("failure", "false", "", "Pod").inc()
                 raise RuntimeError(
                     f"create claim for extended resources {claim.metadata.namespace}/{claim.metadata.name}: {e}"
                 ) from e
+            if creates is not None:
+                creates.labels("success", "false", "", "Pod").inc()
             # The in-flight entry stays under the PreFilter uid (removed below).
             s.claims[i] = created
         try:
@@ -1032,7 +1058,13 @@ class DynamicResources:
 
 
 class _BindingError(Exception):
-    """ErrDeviceBindingFailed / ErrDeviceBindingTimeout."""
+    """ErrDeviceBindingFailed / ErrDeviceBindingTimeout, or another error
+    while waiting; ``status`` is the binding-conditions metrics' label
+    (metrics.go v1.37.2: success, failure, timeout, error)."""
+
+    def __init__(self, message: str, status: str = "error") -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _has_binding_conditions(claim: dra.ResourceClaim) -> bool:
@@ -1072,7 +1104,8 @@ def _ready_for_binding(claim: dra.ResourceClaim) -> bool:
                 message = json.dumps(str(failed.get("message", "")))
                 raise _BindingError(
                     f"device binding failed: claim={claim.metadata.name}, reason={failed.get('reason', '')}, "
-                    f"message={message}"
+                    f"message={message}",
+                    "failure",
                 )
         for kind in result.binding_conditions:
             cond = _condition(status.conditions, kind)

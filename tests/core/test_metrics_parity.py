@@ -47,10 +47,6 @@ WORKLOAD = (
     "pod, not Workload API pod groups scheduled as one"
 )
 PLACEMENTS = "TopologyAwareWorkloadScheduling only: Berth generates no placements for pod groups"
-BINDING_CONDITIONS = (
-    "DRADeviceBindingConditions only: Berth's DynamicResources PreBind does not wait on binding conditions "
-    "(the DRA work of issue 25)"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +117,9 @@ UPSTREAM = [
     Upstream("scheduler_pending_async_api_calls", "gauge", "ALPHA", ("call_type",), gate="SchedulerAsyncAPICalls",
              missing="SchedulerAsyncAPICalls only (as above)"),
     Upstream("scheduler_dra_bindingconditions_allocations_total", "counter", "ALPHA", ("profile", "driver", "status"),
-             since=V136, gate="DRADeviceBindingConditions", missing=BINDING_CONDITIONS),
+             since=V136, gate="DRADeviceBindingConditions"),
     Upstream("scheduler_dra_bindingconditions_wait_duration_seconds", "histogram", "ALPHA",
-             ("profile", "driver", "status"), (0.1, 2, 14), since=V136, gate="DRADeviceBindingConditions",
-             missing=BINDING_CONDITIONS),
+             ("profile", "driver", "status"), (0.1, 2, 14), since=V136, gate="DRADeviceBindingConditions"),
     Upstream("scheduler_get_node_hint_duration_seconds", "histogram", "ALPHA", ("hinted", "profile"),
              (0.00001, 2, 12), missing=BATCHING),
     Upstream("scheduler_store_schedule_results_duration_seconds", "histogram", "ALPHA", ("profile",),
@@ -158,7 +153,7 @@ UPSTREAM = [
 ]  # fmt: skip
 
 #: What ``Features`` field each gate of the table is (the ones Berth reads).
-GATE_FIELDS = {"GenericWorkload": "generic_workload"}
+GATE_FIELDS = {"GenericWorkload": "generic_workload", "DRADeviceBindingConditions": "dra_device_binding_conditions"}
 
 
 def go_exponential_buckets(start: float, factor: float, count: int) -> list[float]:
@@ -214,6 +209,11 @@ def exposed_by(feats: Features) -> dict[str, Family]:
         m.preemption_execution_duration.labels("pod", "success").observe(1)
     if m.preemption_pdb_violations is not None:
         m.preemption_pdb_violations.labels("pod").inc()
+    if m.dra_binding_conditions_allocations is not None and m.dra_binding_conditions_wait is not None:
+        m.dra_binding_conditions_allocations.labels("p", "d", "success").inc()
+        m.dra_binding_conditions_wait.labels("p", "d", "success").observe(1)
+    if m.resourceclaim_creates is not None:
+        m.resourceclaim_creates.labels("success", "false", "", "Pod").inc()
     m.set_cache_size(1, 1, 0)
     return families(m.registry)
 
@@ -264,9 +264,34 @@ def test_what_berth_leaves_out_is_absent_and_says_why(up: Upstream, exposed: dic
 def test_every_scheduler_metric_berth_exposes_is_upstreams(exposed: dict[str, Family]) -> None:
     ours = {n for n in exposed if n.startswith("scheduler_")}
     assert ours <= {u.name for u in UPSTREAM}
-    # And the one kube-scheduler exposes from client-go's leader election
-    # (k8s.io/component-base/metrics/prometheus/clientgo/leaderelection, v0.37.2).
-    assert all(n.startswith(("scheduler_", "berth_")) or n == "leader_election_master_status" for n in exposed)
+    # And the ones kube-scheduler exposes from other modules: client-go's
+    # leader election (k8s.io/component-base/metrics/prometheus/clientgo/
+    # leaderelection, v0.37.2) and the DRA library's claim creations.
+    others = {"leader_election_master_status", RESOURCECLAIM_CREATES}
+    assert all(n.startswith(("scheduler_", "berth_")) or n in others for n in exposed)
+
+
+RESOURCECLAIM_CREATES = "dynamic_resource_allocation_resourceclaim_creates_total"
+DRA_METRICS_GO = Path.home() / "go/pkg/mod/k8s.io/dynamic-resource-allocation@v0.37.2/resourceclaim/metrics/metrics.go"
+
+
+@pytest.mark.parametrize(
+    ("version", "exposed_then"),
+    [(V135, False), (V136, True), (V137, True)],  # DRAExtendedResource: alpha (off), beta, locked on
+)
+def test_claim_creations_are_counted_as_the_dra_library_counts_them_while_extended_resources_are_on(
+    version: KubeVersion, exposed_then: bool
+) -> None:
+    """k8s.io/dynamic-resource-allocation v0.37.2 resourceclaim/metrics:
+    registered by kube-scheduler's metrics.go only with DRAExtendedResource."""
+    fams = exposed_by(Features.of(version, {}))
+    assert (RESOURCECLAIM_CREATES in fams) == exposed_then
+    if exposed_then:
+        fam = fams[RESOURCECLAIM_CREATES]
+        assert (fam.type, fam.labels) == ("counter", {"status", "admin_access", "owner_api_group", "owner_api_kind"})
+        assert fam.help.startswith("[ALPHA] Number of ResourceClaims creation requests")
+        if DRA_METRICS_GO.exists():
+            assert fam.help.removeprefix("[ALPHA] ") in DRA_METRICS_GO.read_text()
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,8 @@ off by default, not implemented), the node-allocatable-* and
 skip-node-operations cases (alpha), DRA-disabled and
 request-admin-access-without-DRAAdminAccess-featuregate (both gates are
 locked on in 1.37), "canceled" (a Go context; Berth's Filter is not
-cancelled), the binding-conditions metrics. The extended-resource-* cases
+cancelled). The binding-conditions metrics are checked after every case's
+PreBind. The extended-resource-* cases
 (DRAExtendedResource) are in ``tests/dra/test_extended_plugin.py``. The queueing hints
 (TestIsSchedulableAfter*) are covered by the loop tests' requeueing.
 """
@@ -908,6 +909,7 @@ async def test_plugin(name: str) -> None:
         assert status.code == fw.Code.ERROR and status.message().startswith(case.prebind_error), status
     else:
         assert status.ok, status
+    _check_binding_conditions_metrics(w, case)
     assert w.in_flight() == [_comparable(c) for c in case.in_flight_after]
     want = dict(initial)
     want.update({k: _comparable(v) for k, v in (case.after or {}).items()})
@@ -917,6 +919,39 @@ async def test_plugin(name: str) -> None:
         await w.drain()
         want.update({k: _comparable(v) for k, v in case.unreserve_after_bind_failure.items()})
         assert w.claims() == want
+
+
+def _check_binding_conditions_metrics(w: Walk, case: Case) -> None:
+    """PreBind's binding-conditions metrics (dynamicresources.go v1.37.2):
+    when PreBind waited, one count per allocated device with binding
+    conditions, labelled with the wait's outcome; nothing otherwise."""
+    m = w.cluster.berth.core.metrics
+    if m.dra_binding_conditions_allocations is None:
+        assert not w.plugin.handle.features.dra_device_binding_conditions  # registered with its gate only
+        return
+    error = case.prebind_error or ""
+    outcome = (
+        "timeout"
+        if error.startswith("device binding timeout")
+        else "failure"
+        if error.startswith("device binding failed")
+        else "success"
+    )
+    want: dict[tuple[str, ...], float] = {}
+    if not error or outcome != "success":  # an error before the wait records nothing
+        for claim in w.embedded.resource_claims.values():
+            allocation = claim.status.allocation
+            for r in allocation.devices.results if allocation is not None else ():
+                if r.binding_conditions:
+                    key = (w.plugin.handle.profile, r.driver, outcome)
+                    want[key] = want.get(key, 0.0) + 1.0
+    counted = {
+        tuple(s.labels[k] for k in ("profile", "driver", "status")): s.value
+        for fam in m.dra_binding_conditions_allocations.collect()
+        for s in fam.samples
+        if s.name.endswith("_total")
+    }
+    assert counted == want
 
 
 # ---------------------------------------------------------------- scoring (dynamicresources.go)
