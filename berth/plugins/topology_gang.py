@@ -524,19 +524,67 @@ class TopologyGang:
         return reports
 
     def _choose(
-        self, key: GroupRef, constraint: tp.Constraint, nodes: NodeTable, *, explain: bool = False
+        self,
+        key: GroupRef,
+        constraint: tp.Constraint,
+        nodes: NodeTable,
+        *,
+        explain: bool = False,
+        preemptor: PodInfo | None = None,
     ) -> tuple[Choice | str, list[DomainReport]]:
         """The gang's domain, or why there is none (for a required level); and
         per level tried, the closest domains that do not hold it."""
         g = self._gang(key, constraint, nodes)
         if isinstance(g, str):
             return g, []
-        return self._choose_gang(g, nodes, explain=explain)
+        return self._choose_gang(g, nodes, explain=explain, preemptor=preemptor)
+
+    def _preemptible(self, nodes: NodeTable, usable: npt.NDArray[np.bool_], priority: int) -> IntArray:
+        """Per row, what the pods that are leaving or that DefaultPreemption
+        could evict for a pod of ``priority`` request (terminating ones of any
+        priority — earlier victims whose room is on its way back — and
+        lower-priority ones): the room a domain would have once they are
+        gone. Counting the terminating ones keeps a domain whose victims are
+        still terminating the best choice, so no second domain is cleared."""
+        n = nodes.size
+        out = np.zeros_like(nodes.req[:n])
+        for row in np.flatnonzero(usable).tolist():
+            info = nodes.infos[row] if row < len(nodes.infos) else None
+            if info is None:
+                continue
+            for p in info.pods.values():
+                if p.priority < priority or p.pod.metadata.deletion_timestamp is not None:
+                    v = self._vector(nodes, p.requests)
+                    if v is not None:
+                        out[row] += v
+        return out
+
+    def _choose_by_preemption(
+        self, g: _Gang, nodes: NodeTable, free: IntArray, usable: npt.NDArray[np.bool_], preemptor: PodInfo
+    ) -> Choice | None:
+        """A required gang no domain holds now: the domain of its widest
+        allowed level that would hold it once lower-priority pods there are
+        evicted (the tightest such, as ever; its sticky domain first). Its
+        members then fail Filter on resources only inside that domain, so
+        DefaultPreemption (gang-atomic, berth/plugins/default_preemption.py)
+        clears room in one domain instead of on scattered nodes; the choice
+        sticks to the gang across its attempts (:meth:`post_filter`), so
+        evictions made for it are not wasted on another domain. Volcano's
+        network-topology preemption and KAI's do the same within a domain."""
+        if preemptor.pod.spec.preemption_policy == "Never":
+            return None
+        lower = self._preemptible(nodes, usable, preemptor.priority)
+        if not lower.any():
+            return None
+        choice, _ = self._choose_level(g, g.constraint.levels[-1], nodes, free + lower, usable)
+        return choice
 
     def _choose_gang(
-        self, g: _Gang, nodes: NodeTable, *, explain: bool = False
+        self, g: _Gang, nodes: NodeTable, *, explain: bool = False, preemptor: PodInfo | None = None
     ) -> tuple[Choice | str, list[DomainReport]]:
-        """``explain``: the closest domains of the levels tried, even when one holds the gang."""
+        """``explain``: the closest domains of the levels tried, even when one
+        holds the gang. ``preemptor``: a required gang may get a domain that
+        holds it only after preemption (:meth:`_choose_by_preemption`)."""
         constraint = g.constraint
         if not g.vecs:
             return Choice(None), []
@@ -565,6 +613,10 @@ class TopologyGang:
                 if len(closest) > 1:
                     what += " (" + "; ".join(str(r) for r in closest[1:]) + ")"
             last = ERR_NO_DOMAIN.format(level=level, count=len(g.vecs), largest=what)
+        if constraint.required and preemptor is not None:
+            found = self._choose_by_preemption(g, nodes, free, usable, preemptor)
+            if found is not None:
+                return found, all_reports
         if not constraint.required:
             if constraint.slice_level is None:
                 return Choice(None), all_reports
@@ -611,7 +663,7 @@ class TopologyGang:
             return fw.PreFilterResult(fw.Status.skip())
         choice = self._chosen.get(key)
         if choice is None:
-            found, _ = self._choose(key, constraint, nodes)
+            found, _ = self._choose(key, constraint, nodes, preemptor=pod)
             if isinstance(found, str):
                 return fw.PreFilterResult(fw.Status.unresolvable(found, plugin=self.NAME))
             choice = found
@@ -682,10 +734,15 @@ class TopologyGang:
         self, state: fw.CycleState, pod: PodInfo, nodes: NodeTable, failures: dict[int, fw.Status]
     ) -> fw.PostFilterResult:
         """A member that cannot be placed fails its gang (Coscheduling rejects
-        the siblings): the gang chooses again next time, its last domain first."""
+        the siblings): the gang chooses again next time, its last domain first
+        — also the domain this attempt was given and not yet recorded (one
+        chosen for preemption: the victims evicted now free room there)."""
         key = self._key(pod.pod)
         if key is not None:
             self._release(key)
+            tried = state.get(_CHOICE)
+            if isinstance(tried, Choice) and tried.level is not None:
+                self._sticky[key] = tried
         return fw.PostFilterResult(fw.Status.unschedulable())
 
     def _release(self, key: GroupRef) -> None:

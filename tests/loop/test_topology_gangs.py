@@ -134,3 +134,26 @@ async def test_gangs_without_a_topology_annotation_place_anywhere() -> None:
         berth.pods(*(member("g", i, 4) for i in range(4)))
         await berth.settle()
         assert racks_of(berth, "g") == {"r1", "r2"}
+
+
+async def test_a_required_gang_no_rack_holds_preempts_in_one_rack_only_and_keeps_it() -> None:
+    """Issue 30: a higher-priority required-rack gang that no rack holds
+    while lower-priority pods run clears room in one rack — every victim
+    there, none in the other rack — and all its members land in that rack
+    (the domain chosen for preemption sticks across the members' attempts)."""
+    async with running(topology_config("rack", HOST)) as berth:
+        berth.nodes(*(node(f"{r}{i}", "4", rack=r) for r in ("r1", "r2") for i in (1, 2)))
+        # One 3-cpu low-priority pod per node: 1 cpu free per node, 2 per rack.
+        berth.pods(
+            *(
+                make_pod(f"low-{r}{i}", requests={"cpu": "3"}, node_name=f"{r}{i}", priority=0)
+                for r in ("r1", "r2")
+                for i in (1, 2)
+            )
+        )
+        berth.pods(*(member("g", i, 4, priority=100, topology={REQUIRED: "rack"}) for i in range(4)))
+        await asyncio.sleep(60)
+        assert len([k for k in berth.bound() if k.startswith("default/g-")]) == 4
+        (rack,) = racks_of(berth, "g")
+        evicted = {key for key, _ in berth.cluster.evictions}
+        assert evicted == {f"default/low-{rack}1", f"default/low-{rack}2"}

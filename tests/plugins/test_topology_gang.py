@@ -275,3 +275,64 @@ def test_explain_shows_the_topology_reason() -> None:
             "(rack=r3: 6 of 9 members fit; rack=r2: 4 of 9 members fit)",
         )
     ]
+
+
+# ---------------------------------------------------------------- preemption
+
+
+def _low(name: str, node_name: str) -> model.Pod:
+    return make_pod(name, uid=name, requests={"cpu": "3"}, node_name=node_name, priority=0)
+
+
+def _racks() -> Cluster:
+    """r1: 2 nodes, r2: 3 nodes, 4 cpu each, a 3-cpu low-priority pod on each."""
+    names = [("r1", f"a{i}") for i in range(2)] + [("r2", f"b{i}") for i in range(3)]
+    return Cluster(
+        [node(n, "4", rack=r) for r, n in names],
+        [_low(f"low-{n}", n) for _, n in names],
+        config=cfg("rack", HOST),
+    )
+
+
+@pytest.mark.parametrize(
+    ("priority", "policy", "domain"),
+    [
+        pytest.param(100, None, "rack=r1", id="the tightest rack that holds it once low pods go"),
+        pytest.param(0, None, None, id="nothing lower to preempt"),
+        pytest.param(100, "Never", None, id="preemptionPolicy Never"),
+    ],
+)
+def test_a_required_gang_no_domain_holds_gets_the_domain_preemption_would_clear(
+    priority: int, policy: str | None, domain: str | None
+) -> None:
+    c = _racks()
+    gang = members("g", 4, **{REQUIRED: "rack"})
+    for m in gang:
+        m.spec.priority = priority
+        m.spec.preemption_policy = policy
+    c.add(*gang)
+    _, res = pre_filter(c, gang[0])
+    if domain is None:
+        assert res.status.code == fw.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        assert "no domain of topology level rack can hold the gang's 4 unplaced pods" in res.status.message()
+        return
+    assert res.status.ok and res.node_names == {"a0", "a1"}
+
+
+def test_a_domain_whose_victims_are_still_terminating_stays_the_gangs_domain() -> None:
+    """Evictions are not wasted: while r1's victims terminate (still using
+    their cpu), the next member's attempt picks r1 again, not r2."""
+    c = _racks()
+    gang = members("g", 4, **{REQUIRED: "rack"})
+    for m in gang:
+        m.spec.priority = 100
+    c.add(*gang)
+    state, res = pre_filter(c, gang[0])
+    assert res.node_names == {"a0", "a1"}
+    plugin_of(c).post_filter(state, PodInfo.of(gang[0]), c.snapshot, {})
+    for n in ("a0", "a1"):
+        victim = _low(f"low-{n}", n)
+        victim.metadata.deletion_timestamp = "2026-11-28T00:00:00Z"
+        c.add(victim)
+    _, again = pre_filter(c, gang[1])
+    assert again.status.ok and again.node_names == {"a0", "a1"}
