@@ -25,7 +25,7 @@ from berth.cluster import queues as cluster_queues
 from berth.cluster import topologies as cluster_topologies
 from berth.cluster.sources import Source
 from berth.config import BerthConfiguration
-from berth.errors import AlreadyExists, InvalidArgument
+from berth.errors import AlreadyExists, InvalidArgument, Unavailable
 from berth.framework import interface as fw
 from berth.framework.runtime import Framework
 from berth.gangs import GangIndex, topology
@@ -209,6 +209,15 @@ class Core:
         """A replica that runs a scheduling loop only while it leads, and
         does not lead now: its queue state is not the scheduler's."""
         return self.leader is not None and self.scheduler is None and self.cfg.run_scheduling_loop
+
+    def refuse_on_standby(self, *, leaders_state: bool = True) -> None:
+        """:class:`errors.Unavailable` naming the leader when this replica
+        may not answer: a standby asked for the leader's state
+        (``leaders_state``), or a postgres standby asked anything (it holds
+        no state until it leads). Every door asks this (gRPC's
+        ``Authenticator.admit``, the extender's verbs, the dashboard's reads)."""
+        if (leaders_state and self.standby) or self.standby_holds_nothing:
+            raise Unavailable(f"not the leader (leader is {self.leader or 'not known yet'}): ask the leader")
 
     @property
     def default_source(self) -> Source | None:

@@ -320,8 +320,7 @@ class Authenticator:
         core = self.core
         if core is None or not method.startswith(_BERTH):
             return
-        if (method in LEADER_ONLY_METHODS and core.standby) or core.standby_holds_nothing:
-            raise errors.Unavailable(f"not the leader (leader is {core.leader or 'not known yet'}): ask the leader")
+        core.refuse_on_standby(leaders_state=method in LEADER_ONLY_METHODS)
 
 
 def _address(context: grpc.aio.ServicerContext) -> str:

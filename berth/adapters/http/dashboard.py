@@ -196,6 +196,9 @@ def _add_routes(app: web.Application, core: Core, door: signin.Door) -> None:
         dashboard's listings waits in its own queue; past it, 429."""
 
         async def handler(request: web.Request) -> web.Response:
+            # The leader's state (queues, pending pods, decisions) on a
+            # standby would be its idle one: 503 naming the leader, as gRPC.
+            core.refuse_on_standby(leaders_state=build not in (whoami, nodes, node))
             try:
                 async with core.fairness.seat("reads", _owner(request)):
                     return ui.json_response(await build(request))
@@ -323,7 +326,8 @@ async def _decisions(request: web.Request, core: Core, door: signin.Door, app: w
     """The decision stream (server-sent events), as the caller may see it;
     it ends when the server stops or the session that opened it ends. Each
     caller holds a bounded number of them (:mod:`berth.scheduling.streams`):
-    the one too many is 429."""
+    the one too many is 429; a standby's would be idle: 503 naming the leader."""
+    core.refuse_on_standby()
     try:
         with core.streams.open(_owner(request)):
             return await _stream_decisions(request, core, door, app)

@@ -633,6 +633,9 @@ def _guard(
     async def answer(request: web.Request) -> web.Response:
         try:
             door.check(request, verb)
+            # A postgres standby knows no nodes or pods until it leads; a
+            # Kubernetes standby's informers keep its cache, so it answers.
+            core.refuse_on_standby(leaders_state=False)
             if not security.is_json(request):
                 # Nothing is read: a cross-origin "simple" request (text/plain,
                 # a form) never reaches the verb (module docstring of security).
