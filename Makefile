@@ -83,15 +83,18 @@ postgres-deps:
 
 # kube-apiserver, kube-scheduler, kube-controller-manager (of $(K8S_VERSION)),
 # etcd and helm, built from their Go modules at pinned versions into a
-# per-machine cache outside the repo (see the script).
+# per-machine cache outside the repo (see the script); and the LeaderWorkerSet
+# controller tests/e2e/test_lws.py runs (build-lws.sh; skipped when cached).
 e2e-deps:
 	tests/e2e/controlplane/build.sh $(K8S_VERSION)
+	tests/e2e/controlplane/build-lws.sh
 
 # The e2e suite and the conformance sample against every supported release
 # (1.35, 1.36, 1.37), each on its own control plane and kube-scheduler;
 # builds what is missing first (about 9 minutes a release on 2 cores).
 test-matrix: install
 	tests/e2e/controlplane/build.sh $(K8S_VERSIONS)
+	tests/e2e/controlplane/build-lws.sh
 	@set -e; for v in $(K8S_VERSIONS); do \
 		echo "== Kubernetes $$v"; \
 		BERTH_K8S_VERSION=$$v $(BIN)/python -m pytest -q -p no:cacheprovider -m "e2e or conformance" tests/e2e tests/conformance; \
