@@ -400,6 +400,10 @@ class BerthConfiguration(_Cfg):
     #: v1beta1) where the cluster serves them, and from the cluster file;
     #: TopologyGang then runs even with no ``topologies``.
     kueue_topologies: bool = False
+    #: Also read Volcano ``HyperNode`` objects (topology.volcano.sh/v1alpha1)
+    #: where the cluster serves them, and from the cluster file: their tiers
+    #: become the topology ``volcano-hypernodes`` (docs/topology.md).
+    volcano_hyper_nodes: bool = False
 
     def holds_reservations(self) -> bool:
         """Whether a configured queue sets ``reservation``: the Reservation
@@ -409,7 +413,7 @@ class BerthConfiguration(_Cfg):
 
     def topology_aware(self) -> bool:
         """Whether TopologyGang runs in every profile by default."""
-        return bool(self.topologies) or self.kueue_topologies
+        return bool(self.topologies) or self.kueue_topologies or self.volcano_hyper_nodes
 
     def profile(self, scheduler_name: str) -> Profile | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)

@@ -36,6 +36,7 @@ class Snapshot(NodeTable):
     def sync_from(self, live: NodeTable) -> int:
         """Copy the rows that changed in ``live`` since the last sync; returns how many."""
         self.row_space = live.row_space
+        self.derived = live.derived
         incremental = self._source is live
         if live.columns.names != self.columns.names:
             self.columns = live.columns.copy()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +33,7 @@ from berth.cache.infos import NodeInfo, PodInfo
 from berth.cluster import model, resources
 from berth.errors import ResourceExhausted
 
-__all__ = ["INT64_MAX", "LabelColumn", "NodeTable", "ResourceColumns", "UsageOverflow"]
+__all__ = ["INT64_MAX", "DerivedLabels", "LabelColumn", "NodeTable", "ResourceColumns", "UsageOverflow"]
 
 #: The largest amount a column of ``req``/``req_nz`` holds.
 INT64_MAX = int(np.iinfo(np.int64).max)
@@ -124,6 +125,18 @@ class _ImageIndex(Mapping[str, tuple[IntArray, IntArray]]):
         return len(self._at)
 
 
+class DerivedLabels(Protocol):
+    """Node labels computed from other objects (Volcano HyperNodes' tiers,
+    :class:`berth.cluster.hypernodes.HyperNodeSet`): label columns read them
+    for a node that does not carry the key itself. ``version`` moves when
+    the objects change; ``compute`` maps label key -> node name -> value."""
+
+    @property
+    def version(self) -> int: ...
+
+    def compute(self, nodes: Iterable[model.Node]) -> Mapping[str, Mapping[str, str]]: ...
+
+
 @dataclasses.dataclass(slots=True)
 class LabelColumn:
     """One label key over all nodes: ``codes[i]`` indexes ``values``, -1 = absent."""
@@ -188,7 +201,10 @@ class NodeTable:
         # Bumped when anything label-, taint- or membership-shaped changes.
         self.shape_version = 0
         self._label_cols: dict[str, LabelColumn] = {}
-        self._label_cols_version = -1
+        self._label_cols_version: object = -1
+        #: Labels derived from other objects, shared with snapshots (None: none).
+        self.derived: DerivedLabels | None = None
+        self._derived_values: Mapping[str, Mapping[str, str]] | None = None
         self._order: IntArray | None = None
         self._images: _ImageIndex | None = None
         # The table whose row numbers this one shares: itself, or for a
@@ -386,23 +402,30 @@ class NodeTable:
         return out
 
     def label_column(self, key: str) -> LabelColumn:
-        if self._label_cols_version != self.shape_version:
-            self._label_cols = {}
-            self._label_cols_version = self.shape_version
+        self._fresh_label_columns()
         col = self._label_cols.get(key)
         if col is None:
             col = self._label_cols[key] = self._build_label_column(key)
         return col
 
+    def _fresh_label_columns(self) -> None:
+        """Drop the label columns built for an older shape or derived labels."""
+        version = self.shape_version if self.derived is None else (self.shape_version, self.derived.version)
+        if self._label_cols_version != version:
+            self._label_cols = {}
+            self._label_cols_version = version
+            self._derived_values = None
+
     def _build_label_column(self, key: str) -> LabelColumn:
         codes = np.full(self.size, -1, dtype=np.int32)
         values: list[str] = []
         code_of: dict[str, int] = {}
+        derived = self._derived_all().get(key) if self.derived is not None else None
         for i, info in enumerate(self.infos):
             if info is None or info.node is None:
                 continue
             v = info.node.metadata.labels.get(key)
-            if v is None:
+            if v is None and (derived is None or (v := derived.get(info.name)) is None):
                 continue
             c = code_of.get(v)
             if c is None:
@@ -410,6 +433,16 @@ class NodeTable:
                 values.append(v)
             codes[i] = c
         return LabelColumn(codes, values, code_of)
+
+    def _derived_all(self) -> Mapping[str, Mapping[str, str]]:
+        """Label key -> node name -> derived value, computed once per shape."""
+        assert self.derived is not None
+        if self._derived_values is None:
+            alive = self.alive
+            self._derived_values = self.derived.compute(
+                info.node for i, info in enumerate(self.infos) if info is not None and info.node and alive[i]
+            )
+        return self._derived_values
 
     def order(self) -> IntArray:
         """Alive rows in kube-scheduler's NodeTree order: zones round-robin.
@@ -504,6 +537,12 @@ class NodeTable:
         t.size = n
         t.alive[:n] = True
         t.shape_version += 1
+        if self.derived is not None:
+            # The rows' derived labels as this table's nodes give them (a
+            # HyperNode conflict is judged over all nodes, not the rows taken).
+            self._fresh_label_columns()
+            t.derived, t._derived_values = self.derived, self._derived_all()
+            t._label_cols_version = (t.shape_version, self.derived.version)
         return t
 
     @classmethod

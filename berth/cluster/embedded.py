@@ -153,6 +153,8 @@ class EmbeddedCluster(StorageObjects):
         self.upsert_nodes(objects.nodes, validated=validated)
         for topology in objects.topologies:  # Kueue Topology objects: levels gangs may ask for
             self.core.on_topology(topology)
+        for hypernode in objects.hypernodes:  # Volcano HyperNodes: tiers gangs may ask for
+            self.core.on_hypernode(hypernode)
         self.upsert_pod_groups(objects.pod_groups)
         for group in objects.scheduling_groups:  # checked when decoded (workload_api.decode)
             self.core.on_scheduling_group(group)

@@ -37,6 +37,7 @@ from berth.cluster import (
     documents,
     dra,
     dra_validation,
+    hypernodes,
     labels,
     model,
     openapi,
@@ -95,6 +96,8 @@ class Manifests:
     queues: list[queues.Queue] = dataclasses.field(default_factory=list)
     #: Kueue Topology objects (kueue.x-k8s.io v1beta2, v1beta1): levels gangs may ask for.
     topologies: list[topologies.KueueTopology] = dataclasses.field(default_factory=list)
+    #: Volcano HyperNode objects (topology.volcano.sh/v1alpha1): tiers gangs may ask for.
+    hypernodes: list[hypernodes.HyperNode] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(slots=True)
@@ -114,6 +117,19 @@ def _convert(obj: Mapping[str, Any], typ: type[Any], where: str) -> Any:
         msg, _, at = str(e).partition(" - at `")
         path = at.rstrip("`").removeprefix("$").removeprefix(".")
         raise ManifestError(f"{where}: {path + ': ' if path else ''}{msg}") from None
+
+
+def _hypernode(obj: Mapping[str, Any], label: str) -> hypernodes.HyperNode:
+    """A HyperNode, refused as Volcano's admission refuses it (the tree —
+    cycles, parents — is judged when loaded, as Volcano's scheduler does)."""
+    hn: hypernodes.HyperNode = _convert(obj, hypernodes.HyperNode, label)
+    if not hn.metadata.name:
+        raise ManifestError("metadata.name: required")
+    try:
+        hypernodes.check(hn)
+    except errors.InvalidArgument as e:
+        raise ManifestError(str(e)) from None
+    return hn
 
 
 def _check_resources(rl: Mapping[str, Any], path: str) -> None:
@@ -304,6 +320,8 @@ def _parse(docs: Iterable[Any], default_namespace: str, validate: ValidationMode
             elif kind == topologies.KIND and obj.get("apiVersion") in topologies.VERSIONS:
                 # Kueue's Topology: its levels are judged when loaded (berth.gangs.topology.from_kueue).
                 out.topologies.append(_convert(obj, topologies.KueueTopology, label))
+            elif kind == hypernodes.KIND and obj.get("apiVersion") == hypernodes.API_VERSION:
+                out.hypernodes.append(_hypernode(obj, label))
             elif kind is None:
                 raise ManifestError("kind: required")
             else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Sequence
 from typing import Protocol
 
-from berth.cluster import dra, model, storage, topologies, workload_api
+from berth.cluster import dra, hypernodes, model, storage, topologies, workload_api
 
 __all__ = ["BindConflict", "BindError", "BindRetriable", "ClusterListener", "Conflict", "FeedRefused", "Source"]
 
@@ -151,6 +151,9 @@ class ClusterListener(Protocol):
 
     def on_topology(self, obj: topologies.KueueTopology) -> None:
         """A Kueue Topology object: its levels join the topologies gangs may ask for."""
+
+    def on_hypernode(self, obj: hypernodes.HyperNode) -> None:
+        """A Volcano HyperNode: its tiers become node labels and a topology."""
 
     def on_pdb(self, pdb: model.PodDisruptionBudget) -> None: ...
 

@@ -30,7 +30,7 @@ from typing import overload
 
 import msgspec
 
-from berth.cluster import topologies
+from berth.cluster import hypernodes, topologies
 from berth.cluster.model import NetworkTopologySpec as NetworkTopology
 from berth.gangs.model import InvalidGang
 
@@ -48,11 +48,13 @@ __all__ = [
     "SLICE_SIZE_ANNOTATION",
     "UNCONSTRAINED_ANNOTATION",
     "Constraint",
+    "HyperNodeTopologySpec",
     "TopologyLevelSpec",
     "TopologySet",
     "TopologySpec",
     "UnnamedTopologySpec",
     "constraint_of",
+    "from_hypernodes",
     "from_kueue",
     "validate_topologies",
     "volcano_constraint",
@@ -101,6 +103,14 @@ class TopologySpec(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_
     @property
     def labels(self) -> tuple[str, ...]:
         return tuple(level.node_label for level in self.levels)
+
+
+class HyperNodeTopologySpec(TopologySpec, kw_only=True):
+    """The topology Volcano HyperNodes make (:func:`from_hypernodes`): levels
+    ``topology.volcano.sh/tier-<N>``, highest tier first, then the host;
+    ``tier_names``: their ``spec.tierName`` -> tier."""
+
+    tier_names: dict[str, int] = {}
 
 
 class UnnamedTopologySpec(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -279,21 +289,44 @@ def volcano_constraint(nt: NetworkTopology, topologies: Sequence[TopologySpec]) 
     where = "spec.networkTopology"
     if not topologies:
         raise InvalidGang(f"{where}: no topology is configured")
-    tiers = volcano_tiers(topologies[0])
+    spec = next((t for t in topologies if isinstance(t, HyperNodeTopologySpec)), topologies[0])
+    if isinstance(spec, HyperNodeTopologySpec):
+        # HyperNodes read from the cluster: tier N is exactly the HyperNodes of tier N.
+        by_tier = {t: lv for lv in spec.labels if (t := hypernodes.tier_of_label(lv)) is not None}
+    else:
+        by_tier = dict(enumerate(volcano_tiers(spec), start=1))
+    if not by_tier:
+        raise InvalidGang(f"{where}: topology {spec.name!r} has no level but the host, so no tier")
     mode = nt.mode or "hard"
     if mode not in ("hard", "soft"):
         raise InvalidGang(f"{where}.mode: {mode!r} must be hard or soft")
-    if nt.highest_tier_name:
-        raise InvalidGang(
-            f"{where}.highestTierName: tier names come from HyperNodes, which Berth does not read; "
-            "use highestTierAllowed"
-        )
-    highest = nt.highest_tier_allowed if nt.highest_tier_allowed is not None else (1 if mode == "hard" else len(tiers))
-    if not 1 <= highest <= len(tiers):
-        raise InvalidGang(f"{where}.highestTierAllowed: {highest} is not a tier (1..{len(tiers)}: {', '.join(tiers)})")
+    highest = nt.highest_tier_allowed
+    if highest is None and nt.highest_tier_name:
+        # Volcano's session translateHighestTierNameToAllowed (pkg/scheduler/
+        # framework/session.go, ed72c7c8): the name only counts without highestTierAllowed.
+        if not isinstance(spec, HyperNodeTopologySpec):
+            raise InvalidGang(
+                f"{where}.highestTierName: tier names come from HyperNodes, and none are read "
+                "(volcanoHyperNodes: true reads them); use highestTierAllowed"
+            )
+        names = spec.tier_names
+        if nt.highest_tier_name not in names:
+            known = ", ".join(f"{n} (tier {t})" for n, t in sorted(names.items())) or "none"
+            raise InvalidGang(
+                f"{where}.highestTierName: failed to find hypernode tier name {nt.highest_tier_name!r} "
+                f"(tier names of the HyperNodes read: {known})"
+            )
+        highest = names[nt.highest_tier_name]
+    if highest is None:
+        highest = min(by_tier) if mode == "hard" else max(by_tier)
+    allowed = [by_tier[t] for t in sorted(by_tier) if t <= highest]
+    if not allowed or highest > max(by_tier):
+        shown = f"{min(by_tier)}..{max(by_tier)}: {', '.join(by_tier[t] for t in sorted(by_tier))}"
+        raise InvalidGang(f"{where}.highestTierAllowed: {highest} is not a tier ({shown})")
+    tiers = tuple(allowed)
     if mode == "hard":
-        return Constraint(f"{where} (hard)", tiers[highest - 1], tiers[:highest], required=True)
-    return Constraint(f"{where} (soft)", tiers[0], tiers[:highest], required=False)
+        return Constraint(f"{where} (hard)", tiers[-1], tiers, required=True)
+    return Constraint(f"{where} (soft)", tiers[0], tiers, required=False)
 
 
 def workload_constraint(keys: Sequence[str], topologies: Sequence[TopologySpec]) -> Constraint | None:
@@ -381,6 +414,17 @@ def from_kueue(obj: topologies.KueueTopology) -> TopologySpec:
     except ValueError as e:
         raise ValueError(f"Topology {obj.metadata.name}: {str(e).removeprefix('[0].')}") from None
     return spec
+
+
+def from_hypernodes(tiers: Sequence[int], tier_names: Mapping[str, int]) -> HyperNodeTopologySpec:
+    """The topology of the HyperNodes' tiers (:mod:`berth.cluster.hypernodes`):
+    highest tier first, tier 1 last but the host."""
+    levels = [TopologyLevelSpec(node_label=hypernodes.tier_label(t)) for t in sorted(tiers, reverse=True)]
+    return HyperNodeTopologySpec(
+        name=hypernodes.TOPOLOGY_NAME,
+        levels=[*levels, TopologyLevelSpec(node_label=HOSTNAME)],
+        tier_names=dict(tier_names),
+    )
 
 
 class TopologySet(Sequence[TopologySpec]):

@@ -21,6 +21,7 @@ from berth.cache.cache import Cache, UsageOverflow
 from berth.cache.infos import PodInfo
 from berth.cache.snapshot import Snapshot
 from berth.cluster import dra, model, storage, workload_api
+from berth.cluster import hypernodes as cluster_hypernodes
 from berth.cluster import queues as cluster_queues
 from berth.cluster import topologies as cluster_topologies
 from berth.cluster.sources import Source
@@ -140,6 +141,8 @@ class Core:
         self.gangs = gangs if gangs is not None else GangIndex(cfg.gang_sources)
         #: The topologies TopologyGang reads (berth.app shares its set here): Kueue Topology objects join it.
         self.topologies = topology.TopologySet(cfg.topologies)
+        #: Volcano HyperNodes (``volcanoHyperNodes``): their tiers are node labels the table derives.
+        self.hypernodes = cluster_hypernodes.HyperNodeSet()
         #: Every scheduler name Berth answers to (profiles and their aliases) -> profile.
         self._scheduler_names = cfg.scheduler_names()
         self.pdbs = pdbs
@@ -491,6 +494,28 @@ class Core:
     def on_topology_delete(self, name: str) -> None:
         if self.topologies.remove(name):
             self._topology_event(fw.ActionType.DELETE)
+
+    def on_hypernode(self, obj: cluster_hypernodes.HyperNode) -> None:
+        """A Volcano HyperNode added or changed: the node table's tier labels
+        follow (berth.cluster.hypernodes), the topology ``volcano-hypernodes``
+        holds the tiers present, and the pods waiting for a topology are tried
+        again. One Volcano would refuse is logged and gives no labels."""
+        self.cache.table.derived = self.hypernodes
+        self.hypernodes.put(obj)
+        self._hypernodes_changed(fw.ActionType.ADD | fw.ActionType.UPDATE)
+
+    def on_hypernode_delete(self, name: str) -> None:
+        if self.hypernodes.remove(name):
+            self._hypernodes_changed(fw.ActionType.DELETE)
+
+    def _hypernodes_changed(self, action: fw.ActionType) -> None:
+        if tiers := self.hypernodes.tiers():
+            spec = topology.from_hypernodes(tiers, self.hypernodes.tier_names())
+            if not self.topologies.put(spec):
+                log.warning("ignoring HyperNodes: the configuration has a topology named %s", spec.name)
+        else:
+            self.topologies.remove(cluster_hypernodes.TOPOLOGY_NAME)
+        self._topology_event(action)
 
     def _topology_event(self, action: fw.ActionType) -> None:
         if self.scheduler is not None:

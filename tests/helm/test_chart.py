@@ -162,6 +162,7 @@ BERTH_EVERY_ROLE = perms(
     "scheduling.volcano.sh/podgroups:list,watch",
     "scheduling.run.ai/podgroups:list,watch",
     "kueue.x-k8s.io/topologies:list,watch",  # Kueue's Topology objects (docs/topology.md)
+    "topology.volcano.sh/hypernodes:list,watch",  # Volcano's HyperNode objects (docs/topology.md)
     # The Workload API (GenericWorkload, docs/workload-api.md).
     "scheduling.k8s.io/podgroups:list,watch",
     "scheduling.k8s.io/workloads:list,watch",

@@ -106,6 +106,8 @@ class FakeApiServer:
         self.version: dict[str, str] = {"major": "1", "minor": "37", "gitVersion": "v1.37.2"}
         #: Kueue Topology objects by served version ("v1beta2", "v1beta1"); a version absent: not served.
         self.kueue_topologies: dict[str, list[dict[str, Any]]] = {}
+        #: Volcano HyperNode objects (topology.volcano.sh/v1alpha1); None: the kind is not served.
+        self.hypernodes: list[dict[str, Any]] | None = None
         self._rv = 100
         self._down = asyncio.Event()
 
@@ -159,7 +161,8 @@ class FakeApiServer:
         if path in ("/version", "/version/") and method == "GET":
             return Response(200, self.version)
         kueue = re.fullmatch(r"/apis/kueue\.x-k8s\.io/(v1beta[12])/topologies", path)
-        if path in _LISTED or (kueue is not None and kueue.group(1) in self.kueue_topologies):
+        hyper = path == "/apis/topology.volcano.sh/v1alpha1/hypernodes" and self.hypernodes is not None
+        if path in _LISTED or hyper or (kueue is not None and kueue.group(1) in self.kueue_topologies):
             if watch:
                 since = parse_qs(query).get("resourceVersion", ["0"])[0]
                 if int(since or 0) < self._rv:
@@ -169,6 +172,8 @@ class FakeApiServer:
             items = {"/api/v1/nodes": self.nodes, "/api/v1/namespaces": self.namespaces}.get(path, [])
             if kueue is not None:
                 items = self.kueue_topologies[kueue.group(1)]
+            if hyper and self.hypernodes is not None:
+                items = self.hypernodes
             return Response(200, {"kind": "List", "metadata": {"resourceVersion": str(self._rv)}, "items": items})
         return Response(404, _status(404, f"the server could not find the requested resource ({path})"))
 

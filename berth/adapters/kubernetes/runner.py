@@ -43,7 +43,7 @@ from berth.adapters.kubernetes.queue_status import QueueStatusWriter
 from berth.adapters.kubernetes.source import KubernetesSource
 from berth.adapters.kubernetes.workload_api import PLURALS, PodGroupConditions
 from berth.adapters.kubernetes.writer import Recipe
-from berth.cluster import dra, model, queues, storage, topologies, workload_api
+from berth.cluster import dra, hypernodes, model, queues, storage, topologies, workload_api
 from berth.scheduling.core import Core
 from berth.scheduling.loop import Scheduler
 
@@ -227,6 +227,15 @@ class KubernetesRunner:
             )
         return None
 
+    async def _hypernode_informer(self) -> Informer[Any] | None:
+        """Volcano HyperNodes (topology.volcano.sh/v1alpha1) where served,
+        when the configuration asks for them (``volcanoHyperNodes``)."""
+        core = self.core
+        listing = self._custom_list(hypernodes.GROUP, hypernodes.VERSION, hypernodes.PLURAL)
+        handlers = Handlers.mirror(core.on_hypernode, lambda h: core.on_hypernode_delete(h.metadata.name))
+        served = await self._served(f"HyperNodes ({hypernodes.API_VERSION})", listing, "no HyperNode topology")
+        return Informer("volcano-hypernodes", listing, hypernodes.HyperNode, handlers) if served else None
+
     def _queue_informer(self) -> Informer[Any]:
         core = self.core
         return Informer(
@@ -399,6 +408,8 @@ class KubernetesRunner:
         self.informers.extend(await self._pod_group_informers())
         if core.cfg.kueue_topologies and (topologies := await self._kueue_topology_informer()) is not None:
             self.informers.append(topologies)
+        if core.cfg.volcano_hyper_nodes and (hyper := await self._hypernode_informer()) is not None:
+            self.informers.append(hyper)
         if await self._queues_served():
             self.informers.append(self._queue_informer())
             self.queue_status = QueueStatusWriter(core, self.source.write_queue_status)
