@@ -55,7 +55,7 @@ IDLE_SECONDS = 900.0
 #: Sessions kept at most; signing in beyond this ends the least recently used.
 MAX_SESSIONS = 1000
 #: Set on a request the authenticating proxy vouched for (it has no session).
-_PROXIED = "berth_proxied"
+_PROXIED = web.RequestKey("berth_proxied", bool)
 #: Who the holder of ``ui.auth.tokenFile``'s token is: it sees everything.
 STATIC_TOKEN_CALLER = access.Caller("berth:dashboard-token", ("system:authenticated",), unrestricted=True)
 
