@@ -15,7 +15,7 @@ export BERTH_K8S_VERSION := $(K8S_VERSION)
 HTTP_PORT ?= 8888
 GRPC_PORT ?= 50051
 
-.PHONY: image install run test test-fast test-matrix lint protos docs e2e e2e-deps browser-deps postgres-deps bench helm-lint openapi fuzz soak conformance clean
+.PHONY: image image-test install run test test-fast test-matrix lint protos docs e2e e2e-deps browser-deps postgres-deps bench helm-lint openapi fuzz soak conformance clean
 
 install: $(STAMP)
 
@@ -45,6 +45,12 @@ IMAGE ?= berth:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 # no registry has the python base image, makes one from Debian's packages.
 image:
 	IMAGE=$(IMAGE) sh scripts/image.sh
+
+# Builds the image as `make image` does and runs Berth inside it
+# (tests/packaging/test_image.py; minutes on a machine's first build, so not
+# part of `make test`).
+image-test: install
+	BERTH_IMAGE_TEST=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m image tests/packaging
 
 # Every test: unit, adapter, conformance, lint, the Helm chart, the
 # dashboard in a real browser (browser-deps) and the real-control-plane suite

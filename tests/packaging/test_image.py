@@ -28,7 +28,17 @@ import pytest
 
 from tests.helm.test_chart import _process
 
-pytestmark = [pytest.mark.image, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.image,
+    pytest.mark.timeout(1800),
+    # Minutes on a machine's first build (a Debian base by debootstrap, the
+    # wheels): `make image-test` runs it, not `make test`, which keeps a fresh
+    # machine's run within its budget; tests/packaging/test_dockerfile_steps.py
+    # (the Dockerfile's own steps, seconds) stays in `make test`.
+    pytest.mark.skipif(
+        os.environ.get("BERTH_IMAGE_TEST", "") != "1", reason="make image-test (BERTH_IMAGE_TEST=1) builds the image"
+    ),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/berth:test"
