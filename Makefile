@@ -90,10 +90,12 @@ postgres-deps:
 # kube-apiserver, kube-scheduler, kube-controller-manager (of $(K8S_VERSION)),
 # etcd and helm, built from their Go modules at pinned versions into a
 # per-machine cache outside the repo (see the script); and the LeaderWorkerSet
-# controller tests/e2e/test_lws.py runs (build-lws.sh; skipped when cached).
+# controller tests/e2e/test_lws.py runs (build-lws.sh) and the JobSet controller
+# tests/e2e/test_jobset.py runs (build-jobset.sh; both skipped when cached).
 e2e-deps:
 	tests/e2e/controlplane/build.sh $(K8S_VERSION)
 	tests/e2e/controlplane/build-lws.sh
+	tests/e2e/controlplane/build-jobset.sh
 
 # The e2e suite and the conformance sample against every supported release
 # (1.35, 1.36, 1.37), each on its own control plane and kube-scheduler;
@@ -101,6 +103,7 @@ e2e-deps:
 test-matrix: install
 	tests/e2e/controlplane/build.sh $(K8S_VERSIONS)
 	tests/e2e/controlplane/build-lws.sh
+	tests/e2e/controlplane/build-jobset.sh
 	@set -e; for v in $(K8S_VERSIONS); do \
 		echo "== Kubernetes $$v"; \
 		BERTH_K8S_VERSION=$$v $(BIN)/python -m pytest -q -p no:cacheprovider -m "e2e or conformance" tests/e2e tests/conformance; \
