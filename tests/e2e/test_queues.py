@@ -111,8 +111,7 @@ def test_a_queue_borrows_an_idle_guarantee_and_the_owner_reclaims_it(
         disruption = condition(p, "DisruptionTarget")
         assert disruption is not None, f"victim {name} has no DisruptionTarget condition"
         assert (disruption["status"], disruption["reason"]) == ("True", "PreemptionByScheduler")
-        assert disruption["message"].startswith("berth: Preempted by pod ")
-        assert disruption["message"].endswith(": reclaimed for queue b")
+        assert disruption["message"] == "berth: preempting to reclaim resources for queue b"
     for name in victims:
         kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", gracePeriodSeconds="0")
 
