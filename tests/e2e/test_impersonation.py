@@ -153,7 +153,18 @@ def refusal(stub: scheduler_pb2_grpc.SchedulerStub, manifest: dict[str, Any]) ->
     return result.reason, result.message
 
 
-@pytest.mark.parametrize("grants", ["constrained", "legacy"])
+@pytest.mark.parametrize(
+    "grants",
+    [
+        pytest.param(
+            "constrained",
+            marks=pytest.mark.skipif(
+                bed.KUBERNETES_VERSION < "v1.36", reason="constrained impersonation (KEP-5284) is served from 1.36"
+            ),
+        ),
+        "legacy",
+    ],
+)
 def test_a_certificate_caller_submits_as_itself_and_its_groups_rbac_decides(
     control_plane: bed.ControlPlane,
     start_berth: Any,
