@@ -46,6 +46,7 @@ __all__ = [
     "Caller",
     "Reviewer",
     "Scope",
+    "flow_of",
     "forbidden",
 ]
 
@@ -102,6 +103,13 @@ ANYONE = Caller("system:anonymous", ("system:unauthenticated",), unrestricted=Tr
 #: authenticated a call (a grpc.aio handler and an aiohttp handler each run
 #: in a task of their own, so a value never leaks to another request).
 CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("berth_caller", default=ANYONE)
+
+
+def flow_of(caller: Caller, address: str) -> str:
+    """Whom a caller's requests count against (stream budgets, fairness
+    flows): its user when authenticated, else its address without the port
+    (one client, many connections). Both doors name callers this way."""
+    return f"user {caller.user}" if caller is not ANYONE else f"address {address}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -214,11 +214,7 @@ def level_of(method: str) -> str | None:
 def caller_of(context: grpc.aio.ServicerContext) -> str:
     """Who is calling: the authenticated user, else the client's address
     (without its port: one client, many connections)."""
-    caller = access.CALLER.get()
-    if caller is not access.ANYONE:
-        return f"user {caller.user}"
-    peer = str(context.peer() or "unknown")
-    return f"address {peer.rsplit(':', 1)[0]}"
+    return access.flow_of(access.CALLER.get(), str(context.peer() or "unknown").rsplit(":", 1)[0])
 
 
 class EdgeInterceptor(WrappingInterceptor):

@@ -226,7 +226,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
-        with self.core.streams.open(_stream_owner(context)):
+        with self.core.streams.open(edge.caller_of(context)):
             async for pairs in self._decisions(request, 0.0):
                 for serial, decision in pairs:
                     if await scope.admits(_namespace_of(decision.pod)):
@@ -238,7 +238,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         if self.core.scheduler is None:
             raise errors.FailedPrecondition("the scheduling loop is not running here (runSchedulingLoop: false)")
         scope = self._pods()
-        with self.core.streams.open(_stream_owner(context)):
+        with self.core.streams.open(edge.caller_of(context)):
             async for pairs in self._decisions(request, DECISION_LINGER):
                 shown = await scope.filter(pairs, lambda p: _namespace_of(p[1].pod))
                 if shown:
@@ -357,11 +357,6 @@ QUEUES_LIST = access.Attributes("list", "queues", "berth.dev")
 
 #: Pod manifests one Submit may carry (each is parsed on the event loop).
 MAX_MANIFESTS = 5000
-
-
-def _stream_owner(context: Any) -> str:
-    """Whose stream this is (:func:`edge.caller_of`)."""
-    return edge.caller_of(context)
 
 
 def _namespace_of(key: str) -> str:

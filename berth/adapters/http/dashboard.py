@@ -318,8 +318,7 @@ class _Visible:
 def _owner(request: web.Request) -> str:
     """Who is calling, as the stream budget and the fairness levels count
     callers (the gRPC door's ``caller_of``): the user, else the address."""
-    caller = access.CALLER.get()
-    return f"user {caller.user}" if caller is not access.ANYONE else f"address {request.remote}"
+    return access.flow_of(access.CALLER.get(), request.remote or "unknown")
 
 
 async def _decisions(request: web.Request, core: Core, door: signin.Door, app: web.Application) -> web.StreamResponse:
