@@ -10,6 +10,7 @@ INTERNAL and logged), and the server keeps serving.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import functools
 import json
@@ -25,7 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from berth import access, errors
-from berth.adapters.grpc import convert, durability, edge, security
+from berth.adapters.grpc import convert, door, durability, edge, security
 from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, model_pb2, scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster import manifests, model
 from berth.cluster.embedded import EmbeddedCluster
@@ -632,12 +633,31 @@ class GrpcServer:
     ) -> None:
         cfg = core.cfg.grpc
         auth = security.Authenticator(cfg, core)
-        limit = cfg.max_message_bytes
         self.edge = edge.EdgeInterceptor(auth, core.fairness)
         scheduling = SchedulerServicer(core, verbs, durable)
         self.epoch = durability.EpochInterceptor(lambda: scheduling.epoch)
-        self.server = grpc.aio.server(
-            interceptors=[self.edge, self.epoch],
+        # grpc.aio serves on a loop of its own; every handler runs on this
+        # one (berth/adapters/grpc/door.py says why).
+        self.bridge = door.LoopBridge(asyncio.get_running_loop())
+        feeds = ClusterServicer(core, feed)
+        _after_feeds(feeds, core)
+        if durable is not None:
+            durability.durable_feeds(feeds, durable)
+        self.health = health.aio.HealthServicer()
+        self.door = door.DoorThread()
+        try:
+            self.server, self.port = self.door.call(self._build(cfg, scheduling, feeds))
+        except BaseException:
+            self.door.close()
+            raise
+
+    async def _build(
+        self, cfg: GrpcConfig, scheduling: SchedulerServicer, feeds: ClusterServicer
+    ) -> tuple[grpc.aio.Server, int]:
+        """The server, on the door's loop (grpc.aio binds a server to the loop it is made on)."""
+        limit = cfg.max_message_bytes
+        server = grpc.aio.server(
+            interceptors=[self.bridge, self.edge, self.epoch],
             options=[
                 ("grpc.so_reuseport", 0),
                 # Applied by grpc core after decompression: a small gzip
@@ -647,38 +667,20 @@ class GrpcServer:
                 ("grpc.max_connection_idle_ms", int(cfg.idle_timeout_seconds * 1000)),
             ],
         )
-        scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduling, self.server)
-        feeds = ClusterServicer(core, feed)
-        _after_feeds(feeds, core)
-        if durable is not None:
-            durability.durable_feeds(feeds, durable)
-        cluster_pb2_grpc.add_ClusterServicer_to_server(feeds, self.server)
-        self.health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(scheduling, server)
+        cluster_pb2_grpc.add_ClusterServicer_to_server(feeds, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         names = (
             scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name,
             cluster_pb2.DESCRIPTOR.services_by_name["Cluster"].full_name,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         )
-        reflection.enable_server_reflection(names, self.server)
-        self.port = self._bind(cfg)
-
-    def _bind(self, cfg: GrpcConfig) -> int:
-        address = f"{cfg.host}:{cfg.port}"
-        try:
-            if cfg.tls is not None:
-                port = int(self.server.add_secure_port(address, security.reloading_server_credentials(cfg.tls)))
-            else:
-                port = int(self.server.add_insecure_port(address))
-        except RuntimeError:
-            port = 0  # grpc says only "Failed to bind"; ask the OS why below
-        if port == 0:
-            raise _bind_error(cfg.host, cfg.port)
-        return port
+        reflection.enable_server_reflection(names, server)
+        return server, _bind(server, cfg)
 
     async def start(self) -> None:
-        await self.server.start()
+        await self.door.run(self.server.start())
         await self.set_serving(True)
 
     async def set_serving(self, serving: bool) -> None:
@@ -689,10 +691,35 @@ class GrpcServer:
     async def stop(self, grace: float = 5.0) -> None:
         """Health turns NOT_SERVING, streams end (``UNAVAILABLE``: they never
         finish on their own), new calls are refused, unary calls in flight
-        get ``grace`` seconds, then the rest are cancelled."""
+        get ``grace`` seconds, then the rest are cancelled. A second stop
+        does nothing."""
+        if self.door.closed:
+            return
         await self.set_serving(False)
         self.edge.end_streams()
-        await self.server.stop(grace)
+        try:
+            await self.door.run(self.server.stop(grace))
+            await self.bridge.settle(_SETTLE_SECONDS)
+        finally:
+            await self.door.aclose()
+
+
+#: How long a stopped server waits for its cancelled handlers to end.
+_SETTLE_SECONDS = 2.0
+
+
+def _bind(server: grpc.aio.Server, cfg: GrpcConfig) -> int:
+    address = f"{cfg.host}:{cfg.port}"
+    try:
+        if cfg.tls is not None:
+            port = int(server.add_secure_port(address, security.reloading_server_credentials(cfg.tls)))
+        else:
+            port = int(server.add_insecure_port(address))
+    except RuntimeError:
+        port = 0  # grpc says only "Failed to bind"; ask the OS why below
+    if port == 0:
+        raise _bind_error(cfg.host, cfg.port)
+    return port
 
 
 def _bind_error(host: str, port: int) -> OSError:

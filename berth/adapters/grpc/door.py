@@ -1,0 +1,238 @@
+"""The gRPC door on a loop of its own: grpc.aio takes calls there, Berth
+answers them on its own loop.
+
+Why: grpc.aio's server takes one new call at a time — ``_server_main_loop``
+in grpc's ``src/python/grpcio/grpc/_cython/_cygrpc/aio/server.pyx.pxi``
+(1.85) awaits each ``grpc_server_request_call`` before it asks for the next,
+two or three turns of its loop per call. On Berth's loop, which the extender
+and the scheduling loop keep busy, that was about 8 calls a second: of 1000
+``WatchDecisions`` asked for at once beside the soak's extender load, grpc
+core itself cancelled ~730 after ``grpc.server_max_unrequested_time_in_server``
+(30 s) because the server had not taken them yet. On a loop that does nothing
+else the same burst is taken in a few seconds, whatever Berth's loop is doing.
+
+How:
+
+- :class:`DoorThread` runs an event loop in a daemon thread; the server is
+  built, started and stopped there (:class:`~berth.adapters.grpc.server.GrpcServer`).
+- :class:`LoopBridge`, the outermost interceptor, wraps every unary-request
+  handler (Berth's own interceptors included) so that it runs as *one task on
+  Berth's loop*: the call's context variables (the caller), its fairness seat
+  and its stream subscription live where the rest of Berth does, and no
+  Berth object is touched from the door's thread.
+- The handler sees a :class:`_Context`: reading the call (peer, metadata,
+  credentials, deadline) and setting its status go straight to grpc's call
+  object (plain reads and writes of call state); what must run on grpc's loop
+  crosses back — ``write`` is run there, ``abort`` is raised as
+  :class:`_Aborted` and turned into grpc's own abort on the door's loop (grpc
+  asserts that the ``AbortError`` a handler ends with is the one its
+  ``abort`` raised).
+- A caller going away, a deadline passing or the server's grace ending
+  cancels the call's task on the door's loop, which cancels its task on
+  Berth's loop (``asyncio.run_coroutine_threadsafe`` chains cancellation).
+- A server-streaming handler runs as one pump task on Berth's loop that hands
+  each message over a one-slot queue on the door's loop: the pump waits until
+  grpc has taken the previous one, so a slow reader still holds back its own
+  stream and nothing else (the stream's bounded backlog stays where it was).
+- Client-streaming handlers (only reflection's: descriptor look-ups, no
+  Berth state) stay on the door's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
+
+import grpc
+
+from berth.adapters.grpc.edge import WrappingInterceptor
+
+__all__ = ["DoorThread", "LoopBridge"]
+
+T = TypeVar("T")
+
+
+class DoorThread:
+    """An event loop in a daemon thread of its own, for grpc.aio's server."""
+
+    def __init__(self, name: str = "berth-grpc") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(self._cancel_the_rest())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    async def _cancel_the_rest(self) -> None:
+        rest = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the door's loop and wait for it, blocking this thread
+        (construction: building the server and binding its port)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the door's loop; await it from another loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    @property
+    def closed(self) -> bool:
+        return self.loop.is_closed() or not self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop the loop (its remaining tasks are cancelled) and wait for the
+        thread: a moment, the server having stopped already."""
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the calling loop."""
+        await asyncio.to_thread(self.close)
+
+
+class _Aborted(grpc.aio.AbortError):
+    """``context.abort`` called on Berth's loop; the bridge aborts the call with
+    these on the door's loop."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: Any) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+        self.trailing_metadata = trailing_metadata
+
+
+class _Context:
+    """The servicer context a bridged handler sees on Berth's loop."""
+
+    def __init__(self, real: grpc.aio.ServicerContext, door: asyncio.AbstractEventLoop) -> None:
+        self._real = real
+        self._door = door
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
+        raise _Aborted(code, details, trailing_metadata)
+
+    async def write(self, message: Any) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._real.write(message), self._door))
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._real.send_initial_metadata(metadata), self._door)
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # peer, peer_identities, auth_context, invocation_metadata,
+        # time_remaining, set_code, set_details, set_trailing_metadata, ...
+        return getattr(self._real, name)
+
+
+async def _abort_with(context: grpc.aio.ServicerContext, aborted: _Aborted) -> None:
+    await context.abort(aborted.code, aborted.details, aborted.trailing_metadata)
+
+
+class LoopBridge(WrappingInterceptor):
+    """Runs each unary-request handler on ``home`` (Berth's loop) while grpc
+    serves the call on the loop the interceptor is called on."""
+
+    def __init__(self, home: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self.home = home
+        self._running: set[concurrent.futures.Future[Any]] = set()
+
+    def _on_home(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Start ``coro`` on Berth's loop; the door's future of it."""
+        running = asyncio.run_coroutine_threadsafe(coro, self.home)
+        self._running.add(running)
+        running.add_done_callback(self._running.discard)
+        return asyncio.wrap_future(running)
+
+    async def settle(self, seconds: float) -> None:
+        """Wait (on Berth's loop) until the handlers the stopped server
+        cancelled have ended: a stream's pump still hands its last message
+        to the door's loop, which must be open for it."""
+        if self._running:
+            await asyncio.wait([asyncio.wrap_future(f) for f in list(self._running)], timeout=seconds)
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if handler.response_streaming and inspect.isasyncgenfunction(handler.unary_stream):
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.response_streaming:  # a coroutine that writes with context.write (grpc's Health.Watch)
+            return grpc.unary_stream_rpc_method_handler(
+                self._unary(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            self._unary(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _unary(
+        self, behavior: Callable[[Any, Any], Coroutine[Any, Any, Any]]
+    ) -> Callable[[Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]:
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            proxy = _Context(context, asyncio.get_running_loop())
+            try:
+                return await self._on_home(behavior(request, proxy))
+            except _Aborted as aborted:
+                await _abort_with(context, aborted)
+
+        return unary
+
+    def _streaming(
+        self, behavior: Callable[[Any, Any], AsyncIterator[Any]]
+    ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            door = asyncio.get_running_loop()
+            proxy = _Context(context, door)
+            handoff: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
+
+            async def pump() -> None:  # on Berth's loop
+                items = behavior(request, proxy)
+                try:
+                    async for item in items:
+                        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(handoff.put(item), door))
+                finally:
+                    await items.aclose()  # type: ignore[attr-defined]
+
+            pumped = self._on_home(pump())
+            # The pump returned with its last message taken or still queued:
+            # an end mark when there is room, else the check after each yield.
+            pumped.add_done_callback(lambda _: None if handoff.full() else handoff.put_nowait(_END))
+            try:
+                while True:
+                    item = await handoff.get()
+                    if item is _END:
+                        break
+                    yield item
+                    if pumped.done() and handoff.empty():
+                        break
+                pumped.result()  # the stream's own error, if it ended with one
+            except _Aborted as aborted:
+                await _abort_with(context, aborted)
+            finally:
+                pumped.cancel()  # the caller went away, or the server stopped
+
+        return stream
+
+
+#: Ends a bridged stream (its pump returned).
+_END = object()

@@ -1,0 +1,82 @@
+"""The gRPC door takes calls on a loop of its own and Berth answers them on
+its loop (berth/adapters/grpc/door.py): a burst of calls is taken while
+Berth's loop is busy, each handler runs on Berth's loop, and a stopped
+server leaves no thread behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from berth.api.v1 import cluster_pb2, cluster_pb2_grpc
+from berth.scheduling import explain
+from tests.grpc.conftest import serving
+
+BURST = 64
+
+
+async def test_a_burst_of_calls_is_taken_while_berths_loop_is_held() -> None:
+    async with serving() as served:
+        with grpc.insecure_channel(served.address) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            grpc.channel_ready_future(channel).result(timeout=10)  # connected: the door needs no help for that
+            sent = [check.future(health_pb2.HealthCheckRequest(), timeout=30) for _ in range(BURST)]
+            # Hold Berth's loop (this test's) the way a long computation
+            # would; grpc takes every call on the door's loop meanwhile and
+            # hands it over (with grpc on this loop, none would be taken).
+            _hold_the_loop_until(lambda: len(served.server.bridge._running) >= BURST, 10.0)
+            taken = len(served.server.bridge._running)
+            answers = await asyncio.gather(*(asyncio.wrap_future(_as_concurrent(f)) for f in sent))
+    assert taken == BURST
+    assert {a.status for a in answers} == {health_pb2.HealthCheckResponse.SERVING}
+
+
+def _hold_the_loop_until(done: Callable[[], bool], seconds: float) -> None:
+    """Block the calling thread (the loop's) until ``done()``, ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _as_concurrent(call: Any) -> futures.Future[Any]:
+    """A grpc future as a concurrent one (its callback runs on grpc's thread)."""
+    done: futures.Future[Any] = futures.Future()
+    call.add_done_callback(
+        lambda c: done.set_result(c.result()) if c.exception() is None else done.set_exception(c.exception())
+    )
+    return done
+
+
+async def test_each_handler_runs_on_berths_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[asyncio.AbstractEventLoop, threading.Thread]] = []
+    real = explain.list_nodes
+
+    def recorded(core: Any) -> Any:
+        seen.append((asyncio.get_running_loop(), threading.current_thread()))
+        return real(core)
+
+    monkeypatch.setattr(explain, "list_nodes", recorded)
+    async with serving() as served:
+        channel = served.channel()
+        answer = await cluster_pb2_grpc.ClusterStub(channel).ListNodes(cluster_pb2.ListNodesRequest())
+        await channel.close()
+    assert [n.name for n in answer.nodes] == ["a", "b"]
+    assert seen == [(asyncio.get_running_loop(), threading.current_thread())]
+
+
+async def test_a_stopped_server_leaves_no_thread_and_a_second_stop_does_nothing() -> None:
+    async with serving() as served:
+        door = served.server.door
+        assert door._thread.is_alive()
+        await served.server.stop(0)
+        await served.server.stop(0)
+    assert door.closed and not door._thread.is_alive()
+    assert not [t for t in threading.enumerate() if t.name == "berth-grpc"]
