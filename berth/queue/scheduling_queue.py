@@ -217,6 +217,8 @@ class SchedulingQueue:
         self._clock = clock
         self._on_change = on_change
         self._entries: dict[str, _Entry] = {}
+        # positions(), until the next change (any phase change, update, relane).
+        self._positions: dict[str, int] | None = None
         # Unschedulable and gated pods: the only ones an event can move, kept
         # apart so an event costs O(parked), not O(queue).
         self._parked: dict[str, _Entry] = {}
@@ -270,7 +272,41 @@ class SchedulingQueue:
         for e in self._entries.values():
             yield e.qpi
 
+    def positions(self) -> dict[str, int]:
+        """uid -> 1-based rank among the pending pods of its lane by the
+        QueueSort key: the order activeQ pops them in once they are all
+        active. Kept until the queue changes: ``berth why`` asks it for one
+        pod, and sorting thousands of pending pods for each question was
+        most of its cost."""
+        if self._positions is None:
+            lanes: dict[str, list[fw.QueuedPodInfo]] = {}
+            for e in self._entries.values():
+                lanes.setdefault(e.lane, []).append(e.qpi)
+            out: dict[str, int] = {}
+            for members in lanes.values():
+                members.sort(key=lambda q: (self._sort_key(q), q.info.key))
+                for i, q in enumerate(members, 1):
+                    out[q.info.uid] = i
+            self._positions = out
+        return self._positions
+
+    def position(self, uid: str) -> int:
+        """One pod's entry of :meth:`positions` (0: not queued), without
+        sorting the queue when it changed since: one pass over its lane."""
+        if self._positions is not None:
+            return self._positions.get(uid, 0)
+        e = self._entries.get(uid)
+        if e is None:
+            return 0
+        mine = (self._sort_key(e.qpi), e.qpi.info.key)
+        return 1 + sum(
+            1
+            for other in self._entries.values()
+            if other.lane == e.lane and other is not e and (self._sort_key(other.qpi), other.qpi.info.key) < mine
+        )
+
     def _changed(self) -> None:
+        self._positions = None
         if self._on_change is not None:
             self._on_change(self.counts())
 
@@ -279,6 +315,7 @@ class SchedulingQueue:
     def _set_phase(self, e: _Entry, phase: str) -> None:
         """Every phase change goes through here, so counts and parking stay exact."""
         uid = e.qpi.info.uid
+        self._positions = None
         if e.phase is not None and uid in self._entries:
             self._counts[_COUNT_KEYS[e.phase]] -= 1
             if e.phase == PHASE_ACTIVE:
@@ -305,6 +342,7 @@ class SchedulingQueue:
 
     def _forget(self, uid: str) -> _Entry | None:
         e = self._entries.pop(uid, None)
+        self._positions = None
         if e is not None:
             self._count_rejectors(e, frozenset())
         if e is not None and e.phase is not None:
@@ -320,6 +358,7 @@ class SchedulingQueue:
 
     def _enter(self, e: _Entry) -> None:
         """A new or changed pod: its lane, and the lanes' pending demand."""
+        self._positions = None
         if self._lanes is None:
             return
         lane = self._lanes.lane_of(e.qpi.info.pod)

@@ -162,20 +162,9 @@ def _phase(core: Core, pod: model.Pod) -> tuple[str, str]:
 
 def _positions(core: Core) -> dict[str, int]:
     """uid -> 1-based rank among the pending pods of its lane (leaf queue),
-    by the profile's QueueSort key: the order activeQ pops them in once
-    they are all active."""
+    by the profile's QueueSort key (:meth:`SchedulingQueue.positions`)."""
     sched = core.scheduler
-    if sched is None:
-        return {}
-    lanes: dict[str, list[fw.QueuedPodInfo]] = {}
-    for qpi in sched.queue.pending():
-        lanes.setdefault(core.quota.lane_of(qpi.pod), []).append(qpi)
-    out: dict[str, int] = {}
-    for members in lanes.values():
-        members.sort(key=lambda q: (sched.queue.sort_key(q), q.info.key))
-        for i, q in enumerate(members, 1):
-            out[q.info.uid] = i
-    return out
+    return {} if sched is None else sched.queue.positions()
 
 
 def _reason(core: Core, uid: str, phase: str, d: Decision | None) -> str:
@@ -691,7 +680,10 @@ def why(core: Core, key: str) -> Why:
         if pod.spec.node_name:
             return Why(key, "Bound", f"bound to {pod.spec.node_name} (not by Berth)", [], node=pod.spec.node_name)
         return Why(key, pod.status.phase or "", f"pod {pod.status.phase.lower() or 'finished'}", [])
-    row = _row(core, pod, phase, node, _positions(core) if phase in _PENDING else {})
+    sched = core.scheduler
+    uid = pod.metadata.uid
+    ranked = {uid: sched.queue.position(uid)} if sched is not None and phase in _PENDING else {}
+    row = _row(core, pod, phase, node, ranked)
     out = Why(key, phase, "", [], queue=row.queue, position=row.position, node=node)
     if phase == "Bound":
         out.summary = f"bound to {node}"

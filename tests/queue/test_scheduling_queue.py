@@ -263,3 +263,37 @@ def test_the_nominator_keeps_one_node_per_pod() -> None:
     assert n.nodes() == ["n2"]
     n.delete(a.uid)
     assert n.nodes() == [] and n.node_of(a.uid) == ""
+
+
+def test_positions_follow_every_change_of_the_queue() -> None:
+    """Ranks by the QueueSort key, kept between questions and recomputed
+    after an add, a priority update, an attempt and a delete."""
+    clock = Clock()
+    q = make_queue(clock)
+    for name in ("a", "b", "c"):
+        q.add(pod(name), "")
+        clock.now += 1
+    ranks = q.positions()
+    assert ranks == {pod(n).uid: i for i, n in enumerate("abc", 1)}
+    assert q.positions() is ranks  # nothing changed: the same answer
+
+    q.add(pod("d", priority=10), "")
+    assert q.positions()[pod("d").uid] == 1
+    q.update(pod("c", priority=20))
+    assert [q.positions()[pod(n).uid] for n in "cdab"] == [1, 2, 3, 4]
+    fail(q, "c")  # popped and back: still first by priority, with a new timestamp
+    assert q.positions()[pod("c").uid] == 1
+    q.delete(pod("d").uid)
+    assert [q.positions()[pod(n).uid] for n in "cab"] == [1, 2, 3]
+
+
+def test_one_position_is_the_same_whether_the_ranks_are_kept_or_not() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    for name, prio in (("a", 0), ("b", 5), ("c", 0), ("d", 5)):
+        q.add(pod(name, priority=prio), "")
+        clock.now += 1
+    counted = {n: q.position(pod(n).uid) for n in "abcd"}  # nothing kept yet: counted
+    kept = q.positions()
+    assert counted == {n: kept[pod(n).uid] for n in "abcd"} == {"b": 1, "d": 2, "a": 3, "c": 4}
+    assert q.position(pod("zz").uid) == 0

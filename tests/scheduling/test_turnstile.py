@@ -20,6 +20,7 @@ from berth.adapters.http import extender
 from berth.adapters.http import server as http_server
 from berth.api.v1 import scheduler_pb2, scheduler_pb2_grpc
 from berth.cluster import model
+from berth.scheduling import turnstile
 from berth.scheduling.turnstile import Turnstile
 from berth.testing import make_node
 from tests.http.payloads import api_pod
@@ -101,3 +102,47 @@ async def test_a_saturated_extender_port_does_not_block_a_grpc_explain(monkeypat
     finally:
         await grpc_server.stop(0)
         await http_server.stop(runner, 0)
+
+
+@pytest.mark.parametrize(
+    ("cost", "capacity"),
+    [
+        (0.0, 32),  # next to nothing: as many as allowed
+        (0.001, 10),  # 1 ms each: 10 fit in the 10 ms budget
+        (0.004, 4),  # 4 ms: 2 would fit, but never fewer than width
+    ],
+)
+async def test_a_budget_lets_in_as_many_as_their_cost_fits_between_width_and_most(
+    monkeypatch: pytest.MonkeyPatch, cost: float, capacity: int
+) -> None:
+    clock = iter(x * cost for x in itertools.count())  # each request costs `cost` from entering to leaving
+    monkeypatch.setattr(turnstile.time, "perf_counter", lambda: next(clock))
+    gate = Turnstile(4, budget=0.010, most=32)
+
+    async def request() -> None:
+        async with gate:
+            pass
+
+    for _ in range(40):
+        await asyncio.gather(*(request() for _ in range(8)))
+    await asyncio.sleep(0)  # the last slots come back
+    assert gate.capacity == capacity
+    assert gate.free == capacity
+
+
+async def test_costly_requests_narrow_a_widened_door_back_to_its_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr(turnstile.time, "perf_counter", lambda: now[0])
+    gate = Turnstile(4, budget=0.010, most=32)
+
+    async def request(cost: float) -> None:
+        async with gate:
+            now[0] += cost
+
+    for _ in range(20):
+        await asyncio.gather(*(request(0.0005) for _ in range(8)))
+    assert gate.capacity > 4
+    for _ in range(20):
+        await asyncio.gather(*(request(0.02) for _ in range(8)))
+    await asyncio.sleep(0)
+    assert gate.capacity == 4 and gate.free == 4

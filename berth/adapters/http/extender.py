@@ -685,7 +685,9 @@ def add_routes(app: web.Application, core: Core, verbs: Extender, door: security
 
     reader = nodelist.NodeListReader()
     memo = app[MEMO] = _Memo()
-    turns = app[TURNSTILE] = turnstile.Turnstile(turnstile.EXTENDER_WIDTH)
+    turns = app[TURNSTILE] = turnstile.Turnstile(
+        turnstile.EXTENDER_WIDTH, budget=turnstile.EXTENDER_BUDGET_SECONDS, most=turnstile.EXTENDER_MOST
+    )
 
     async def filter_(body: bytes) -> web.Response:
         args = _Args(body, reader, memo, images=False)
