@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import msgspec
@@ -548,15 +548,45 @@ class TopologyGang:
         still terminating the best choice, so no second domain is cleared."""
         n = nodes.size
         out = np.zeros_like(nodes.req[:n])
-        for row in np.flatnonzero(usable).tolist():
-            info = nodes.infos[row] if row < len(nodes.infos) else None
-            if info is None:
+        # Summed in Python ints, row by row, and written once per row: a
+        # numpy vector per pod cost ~3.5 us, 178 ms on 5000 nodes of 10
+        # pods, on every attempt of a member of a gang no domain holds.
+        index, width = nodes.columns.index, out.shape[1]
+        pods_col = index[resources.PODS]
+        infos = nodes.infos
+        # Pods share their requests maps (model.shared_map): each distinct
+        # map is resolved to columns once per call.
+        resolved: dict[int, tuple[tuple[int, int], ...] | None] = {}
+
+        def columns_of(requests: Mapping[str, int]) -> tuple[tuple[int, int], ...] | None:
+            cols: list[tuple[int, int]] = [(pods_col, 1)]
+            for name, amount in requests.items():
+                c = index.get(name)
+                if c is None or c >= width:
+                    if amount > 0:
+                        return None  # a resource no node has (as _vector: not counted)
+                    continue
+                cols.append((c, amount))
+            return tuple(cols)
+
+        for row in np.flatnonzero(usable[:n]).tolist():
+            info = infos[row] if row < len(infos) else None
+            if info is None or not info.pods:
                 continue
+            acc: dict[int, int] = {}
             for p in info.pods.values():
-                if p.priority < priority or p.pod.metadata.deletion_timestamp is not None:
-                    v = self._vector(nodes, p.requests)
-                    if v is not None:
-                        out[row] += v
+                if p.priority >= priority and p.pod.metadata.deletion_timestamp is None:
+                    continue
+                key = id(p.requests)
+                if key in resolved:
+                    cols = resolved[key]
+                else:
+                    cols = resolved[key] = columns_of(p.requests)
+                if cols is not None:
+                    for c, amount in cols:
+                        acc[c] = acc.get(c, 0) + amount
+            for c, amount in acc.items():
+                out[row, c] = amount
         return out
 
     def _choose_by_preemption(
