@@ -184,6 +184,11 @@ class GrpcConfig(_Cfg):
     #: A connection with no call in flight for this long is closed with a
     #: GOAWAY (grpc's max_connection_idle; open Watch streams keep theirs).
     idle_timeout_seconds: float = 300.0
+    #: The longest one unary call may run (kube-apiserver's
+    #: ``--request-timeout``, 1m): past it the call ends
+    #: ``DEADLINE_EXCEEDED`` and its work stops; a client's shorter deadline
+    #: wins. Streams (WatchDecisions) are not bounded.
+    request_timeout_seconds: float = 60.0
     auth: GrpcAuthConfig = msgspec.field(default_factory=GrpcAuthConfig)
 
 
@@ -543,6 +548,7 @@ def validate(cfg: BerthConfiguration) -> None:
         ("http.readHeaderTimeoutSeconds", cfg.http.read_header_timeout_seconds),
         ("http.readTimeoutSeconds", cfg.http.read_timeout_seconds),
         ("grpc.idleTimeoutSeconds", cfg.grpc.idle_timeout_seconds),
+        ("grpc.requestTimeoutSeconds", cfg.grpc.request_timeout_seconds),
     ):
         if not seconds > 0:
             raise ConfigError(f"{name}: must be greater than 0")

@@ -1,7 +1,8 @@
 """The gRPC door takes calls on a loop of its own and Berth answers them on
 its loop (berth/adapters/grpc/door.py): a burst of calls is taken while
-Berth's loop is busy, each handler runs on Berth's loop, and a stopped
-server leaves no thread behind."""
+Berth's loop is busy, each handler runs on Berth's loop, a stopped server
+leaves no thread behind, and no unary call outlives the server's request
+timeout (``grpc.requestTimeoutSeconds``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from berth.api.v1 import cluster_pb2, cluster_pb2_grpc
+from berth.adapters.grpc import convert
+from berth.adapters.grpc import server as grpc_server
+from berth.api.v1 import cluster_pb2, cluster_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from berth.scheduling import explain
+from berth.testing import make_node, make_pod
 from tests.grpc.conftest import serving
 
 BURST = 64
@@ -80,3 +84,42 @@ async def test_a_stopped_server_leaves_no_thread_and_a_second_stop_does_nothing(
         await served.server.stop(0)
     assert door.closed and not door._thread.is_alive()
     assert not [t for t in threading.enumerate() if t.name == "berth-grpc"]
+
+
+async def test_a_call_past_the_servers_request_timeout_is_deadline_exceeded_and_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stopped = asyncio.Event()
+
+    async def slow(self: Any, request: Any, context: Any) -> Any:
+        try:
+            await asyncio.sleep(30)  # a handler that never reads its deadline
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    monkeypatch.setattr(grpc_server.ClusterServicer, "ListNodes", slow)
+    async with serving({"requestTimeoutSeconds": 0.2}) as served:
+        channel = served.channel()
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await cluster_pb2_grpc.ClusterStub(channel).ListNodes(cluster_pb2.ListNodesRequest(), timeout=10)
+        await asyncio.wait_for(stopped.wait(), 5)
+        await channel.close()
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert ended.value.details() == (
+        "the server's request timeout (0.2s, grpc.requestTimeoutSeconds) passed; the call was stopped"
+    )
+
+
+async def test_whatif_stops_at_the_servers_request_timeout_with_its_own_answer() -> None:
+    template = convert.pod_to_pb(make_pod("web", scheduler_name="berth", requests={"cpu": "100m"}))
+    async with serving({"requestTimeoutSeconds": 0.2}) as served:
+        served.feed.upsert_nodes([make_node(f"m{i}", cpu="64", pods=110) for i in range(98)])
+        channel = served.channel()
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await scheduler_pb2_grpc.SchedulerStub(channel).WhatIf(
+                scheduler_pb2.WhatIfRequest(pod=template, replicas=1000), timeout=10
+            )
+        await channel.close()
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert ended.value.details().startswith("whatif: the deadline passed after ")

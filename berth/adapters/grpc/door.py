@@ -44,6 +44,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -116,11 +117,22 @@ class _Aborted(grpc.aio.AbortError):
 
 
 class _Context:
-    """The servicer context a bridged handler sees on Berth's loop."""
+    """The servicer context a bridged handler sees on Berth's loop;
+    ``time_remaining`` counts the server's request timeout too."""
 
-    def __init__(self, real: grpc.aio.ServicerContext, door: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, real: grpc.aio.ServicerContext, door: asyncio.AbstractEventLoop, ends: float | None = None
+    ) -> None:
         self._real = real
         self._door = door
+        self._ends = ends  # time.monotonic() when the server's request timeout passes
+
+    def time_remaining(self) -> float | None:
+        theirs = self._real.time_remaining()
+        if self._ends is None:
+            return theirs  # type: ignore[no-any-return]
+        ours = max(0.0, self._ends - time.monotonic())
+        return ours if theirs is None else min(theirs, ours)
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
         raise _Aborted(code, details, trailing_metadata)
@@ -147,9 +159,11 @@ class LoopBridge(WrappingInterceptor):
     """Runs each unary-request handler on ``home`` (Berth's loop) while grpc
     serves the call on the loop the interceptor is called on."""
 
-    def __init__(self, home: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, home: asyncio.AbstractEventLoop, request_timeout: float | None = None) -> None:
         super().__init__()
         self.home = home
+        #: Seconds a unary call may run (``grpc.requestTimeoutSeconds``); None: unbounded.
+        self.request_timeout = request_timeout
         self._running: set[concurrent.futures.Future[Any]] = set()
 
     def _on_home(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
@@ -175,7 +189,7 @@ class LoopBridge(WrappingInterceptor):
             )
         if handler.response_streaming:  # a coroutine that writes with context.write (grpc's Health.Watch)
             return grpc.unary_stream_rpc_method_handler(
-                self._unary(handler.unary_stream),
+                self._unary(handler.unary_stream, bounded=False),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -186,14 +200,35 @@ class LoopBridge(WrappingInterceptor):
         )
 
     def _unary(
-        self, behavior: Callable[[Any, Any], Coroutine[Any, Any, Any]]
+        self, behavior: Callable[[Any, Any], Coroutine[Any, Any, Any]], *, bounded: bool = True
     ) -> Callable[[Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]:
+        limit = self.request_timeout if bounded else None
+
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            proxy = _Context(context, asyncio.get_running_loop())
+            door = asyncio.get_running_loop()
+            if limit is None:
+                proxy = _Context(context, door)
+                try:
+                    return await self._on_home(behavior(request, proxy))
+                except _Aborted as aborted:
+                    await _abort_with(context, aborted)
+                return None
+            # A handler that reads time_remaining (WhatIf, between slices)
+            # stops at the limit with its own answer; the rest are cancelled
+            # a moment later, as kube-apiserver's timeout handler does.
+            proxy = _Context(context, door, time.monotonic() + limit)
             try:
-                return await self._on_home(behavior(request, proxy))
+                async with asyncio.timeout(limit + _LATE):
+                    return await self._on_home(behavior(request, proxy))
             except _Aborted as aborted:
                 await _abort_with(context, aborted)
+            except TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"the server's request timeout ({limit:g}s, grpc.requestTimeoutSeconds) passed; "
+                    "the call was stopped",
+                )
+            return None
 
         return unary
 
@@ -233,6 +268,10 @@ class LoopBridge(WrappingInterceptor):
 
         return stream
 
+
+#: How much later than the request timeout a handler that does not read its
+#: deadline is cancelled (one that does answers by then).
+_LATE = 0.5
 
 #: Ends a bridged stream (its pump returned).
 _END = object()

@@ -638,7 +638,7 @@ class GrpcServer:
         self.epoch = durability.EpochInterceptor(lambda: scheduling.epoch)
         # grpc.aio serves on a loop of its own; every handler runs on this
         # one (berth/adapters/grpc/door.py says why).
-        self.bridge = door.LoopBridge(asyncio.get_running_loop())
+        self.bridge = door.LoopBridge(asyncio.get_running_loop(), cfg.request_timeout_seconds)
         feeds = ClusterServicer(core, feed)
         _after_feeds(feeds, core)
         if durable is not None:
