@@ -43,7 +43,7 @@ import msgspec
 from berth.cluster import dra, dra_validation, manifests, model, resources, validation
 from berth.cluster.embedded_storage import StorageObjects
 from berth.cluster.manifests import Manifests, default_uid
-from berth.cluster.sources import BindConflict, BindError, ClusterListener, Conflict, Source
+from berth.cluster.sources import BindConflict, BindError, ClusterListener, Conflict, EventType, Source
 from berth.errors import (
     AlreadyExists,
     BerthError,
@@ -620,6 +620,11 @@ class EmbeddedCluster(StorageObjects):
 
     async def report_preempted(self, pod: model.Pod, message: str) -> None:
         _remember(self.events, (pod.key, "Preempted", message))
+
+    async def record_event(
+        self, regarding: model.Pod, related: model.Pod | None, type_: EventType, reason: str, action: str, note: str
+    ) -> None:
+        _remember(self.events, (regarding.key, reason, note))
 
     def _as_source(self) -> Source:
         return self

@@ -11,12 +11,23 @@ every source through these two interfaces and never knows which one it is.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Generator, Iterable, Sequence
 from typing import Protocol
 
 from berth.cluster import dra, hypernodes, model, storage, topologies, workload_api
 
-__all__ = ["BindConflict", "BindError", "BindRetriable", "ClusterListener", "Conflict", "FeedRefused", "Source"]
+__all__ = [
+    "BindConflict",
+    "BindError",
+    "BindRetriable",
+    "ClusterListener",
+    "Conflict",
+    "EventType",
+    "FeedRefused",
+    "Source",
+    "check_event",
+]
 
 
 class BindError(Exception):
@@ -43,6 +54,38 @@ class FeedRefused(Exception):
     Kubernetes source: pods are created through the API server)."""
 
 
+class EventType(enum.StrEnum):
+    """An event's ``type`` (``v1.EventTypeNormal``, ``v1.EventTypeWarning``)."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+#: What events.k8s.io/v1 validation takes (``pkg/apis/core/validation/events.go``
+#: v1.37.2: ``ReasonLengthLimit``, ``ActionLengthLimit``); a longer note is cut
+#: to its ``NoteLengthLimit`` (1024) where it is written.
+EVENT_REASON_MAX = 128
+EVENT_ACTION_MAX = 128
+
+
+def check_event(type_: str, reason: str, action: str) -> EventType:
+    """``type_`` as an :class:`EventType`; ValueError naming the field an
+    API server would refuse (``ValidateEventCreate``: a type other than
+    Normal or Warning, an empty or over-long reason or action). client-go's
+    recorder drops such an event with a log line; Berth tells the plugin
+    that asked for it at once."""
+    try:
+        checked = EventType(type_)
+    except ValueError:
+        raise ValueError(f"event type: Unsupported value: {type_!r}: supported values: Normal, Warning") from None
+    for field, value, most in (("reason", reason, EVENT_REASON_MAX), ("action", action, EVENT_ACTION_MAX)):
+        if not value:
+            raise ValueError(f"event {field}: Required value")
+        if len(value) > most:
+            raise ValueError(f"event {field}: Invalid value: can have at most {most} characters")
+    return checked
+
+
 class Source(Protocol):
     name: str
 
@@ -67,6 +110,13 @@ class Source(Protocol):
 
     async def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` (empty clears it)."""
+
+    async def record_event(
+        self, regarding: model.Pod, related: model.Pod | None, type_: EventType, reason: str, action: str, note: str
+    ) -> None:
+        """An event about ``regarding`` (a plugin's ``EventRecorder().Eventf``,
+        checked by :func:`check_event`), ``related`` naming a second pod (the
+        preemptor of a victim) or none; best effort, as client-go's recorder."""
 
     async def report_unschedulable(self, pod: model.Pod, message: str, nominated: str | None = None) -> None:
         """FailedScheduling: the pod stays pending, with kube-scheduler's

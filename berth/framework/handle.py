@@ -23,7 +23,9 @@ GetPodInPreBind         ``pods_in_pre_bind`` (CancelPod: a preemptor stops
                         a victim's PreBind, v1.36)
 ClientSet               ``client`` (bind, evict, nominate through the pod's
                         source: the API server or the embedded cluster)
-EventRecorder           ``recorder`` (decisions: the gRPC stream, events)
+EventRecorder           ``client.record_event`` (Eventf: a pod's event,
+                        through its source) and ``recorder`` (decisions:
+                        the gRPC stream)
 Storage listers         ``volumes`` (PVs, PVCs, StorageClasses, CSINodes,
                         CSIDrivers, CSIStorageCapacities; VolumeBinding's
                         assume caches; PreBind's PV/PVC writes)
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, Protocol
 from berth import features
 from berth.cache.cache import Cache
 from berth.cache.infos import PodInfo
-from berth.cluster import dra, model, storage, workload_api
+from berth.cluster import dra, model, sources, storage, workload_api
 from berth.framework.decision import Decision
 from berth.gangs import GangIndex
 from berth.gangs.reservations import ReservationPolicy
@@ -293,6 +295,22 @@ class ClusterClient(Protocol):
     def report_preempted(self, pod: model.Pod, message: str) -> None:
         """The ``Preempted`` event of a victim preempted in memory (stopped at
         Permit or in PreBind, not deleted)."""
+
+    def record_event(
+        self,
+        regarding: model.Pod,
+        related: model.Pod | None,
+        type_: sources.EventType,
+        reason: str,
+        action: str,
+        note: str,
+    ) -> None:
+        """``EventRecorder().Eventf(regarding, related, type, reason, action,
+        note)``: an event about ``regarding``, written in the background
+        through its source (an events.k8s.io/v1 Event, aggregated into series
+        as client-go does; the embedded cluster's events history). ValueError,
+        and nothing written, when the API server would refuse it
+        (:func:`berth.cluster.sources.check_event`)."""
 
     def nominate(self, pod: model.Pod, node: str) -> None:
         """Record ``status.nominatedNodeName`` ("" clears it)."""

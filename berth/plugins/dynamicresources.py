@@ -51,9 +51,11 @@ Where 1.35, 1.36 and 1.37 differ without a gate, the code compares
   when binding conditions are on) and the pod in ``status.reservedFor`` in
   one status update, retried on conflict as ``retry.RetryOnConflict`` does;
   the written claim is assumed (used before its informer event). When an
-  allocated device has binding conditions, PreBind then waits (polling every
-  5 s, up to ``bindingTimeout``) until the driver reports them all true,
-  and fails on a binding failure condition or the timeout.
+  allocated device has binding conditions, PreBind then records the pod's
+  ``BindingConditionsPending`` event (Normal, action ``Scheduling``,
+  "waiting for binding conditions for device on node <node>") and waits
+  (polling every 5 s, up to ``bindingTimeout``) until the driver reports
+  them all true, and fails on a binding failure condition or the timeout.
 - **PostFilter** deallocates a claim that is allocated, reserved by no other
   pod and unavailable on some node, before DefaultPreemption (which comes
   after this plugin) evicts anyone.
@@ -100,13 +102,14 @@ from berth import features as gates
 from berth.cache.infos import PodInfo
 from berth.cache.table import NodeTable
 from berth.cluster import dra, model, resources
-from berth.cluster.sources import Conflict
+from berth.cluster.sources import Conflict, EventType
 from berth.dra import extended, pools
 from berth.framework import interface as fw
 from berth.framework.handle import DraLister, Handle
 from berth.plugins.helpers import default_normalize_score
 
 __all__ = [
+    "BINDING_CONDITIONS_PENDING",
     "NAME",
     "REASON_CANNOT_ALLOCATE",
     "REASON_INVALID_POOLS",
@@ -138,6 +141,9 @@ BINDING_TIMEOUT_DEFAULT_SECONDS = 600.0
 ASSUME_EXTENDED_CLAIM_TIMEOUT_SECONDS = 120
 #: PreBind's poll interval while binding conditions are pending (wait.PollUntilContextTimeout).
 BINDING_POLL_SECONDS = 5.0
+#: The event PreBind records before it waits for binding conditions
+#: (dynamicresources.go v1.37.2: Normal, action "Scheduling").
+BINDING_CONDITIONS_PENDING = "BindingConditionsPending"
 
 _DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -865,6 +871,14 @@ class DynamicResources:
         if not self._binding_gates or not any(_has_binding_conditions(c) for c in s.claims):
             return fw.SUCCESS
         # "We need to wait for the device to be attached to the node."
+        self.handle.client.record_event(
+            pod.pod,
+            None,
+            EventType.NORMAL,
+            BINDING_CONDITIONS_PENDING,
+            "Scheduling",
+            f"waiting for binding conditions for device on node {node}",
+        )
         loop = asyncio.get_running_loop()
         began = loop.time()
         try:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from berth.cluster import dra, model
-from berth.cluster.sources import BindError, BindRetriable, Conflict, Source
+from berth.cluster.sources import BindError, BindRetriable, Conflict, EventType, Source, check_event
 from berth.errors import NotFound
 from berth.framework import interface as fw
 from berth.scheduling import feeding
@@ -134,6 +134,21 @@ class SourceClient:
         source = self.source_of(pod)
         if source is not None:
             self.spawn(source.report_preempted(pod, message), f"report {pod.key} preempted")
+
+    def record_event(
+        self,
+        regarding: model.Pod,
+        related: model.Pod | None,
+        type_: EventType,
+        reason: str,
+        action: str,
+        note: str,
+    ) -> None:
+        checked = check_event(type_, reason, action)
+        source = self.source_of(regarding)
+        if source is not None:
+            write = source.record_event(regarding, related, checked, reason, action, note)
+            self.spawn(write, f"event {reason} of {regarding.key}")
 
     # ------------------------------------------------------------ ResourceClaims
 

@@ -23,7 +23,7 @@ from berth.adapters.kubernetes import writes as writes_mod
 from berth.adapters.kubernetes.source import KubernetesSource
 from berth.adapters.kubernetes.writer import Recipe, WriterProcess
 from berth.adapters.kubernetes.writes import EventRecorder, PodRef, PodWrites
-from berth.cluster.sources import BindConflict, BindError, BindRetriable
+from berth.cluster.sources import BindConflict, BindError, BindRetriable, EventType
 from berth.testing import make_pod
 from tests.kubernetes.fakeapi import FakeApiServer
 from tests.support import ManualClock
@@ -328,6 +328,64 @@ async def test_a_victim_preempted_in_memory_gets_the_event_alone() -> None:
     assert fake.writes == []
     assert ("default", "p") in fake.pods
     assert [(b["reason"], b["note"]) for _, _, b in fake.event_writes] == [("Preempted", message)]
+
+
+PENDING_NOTE = "waiting for binding conditions for device on node node-a"
+
+
+@pytest.mark.parametrize("through", ["the writer process", "the loop's process"])
+async def test_a_plugins_event_is_written_as_an_events_k8s_io_event(through: str) -> None:
+    """A plugin's ``Eventf`` (DynamicResources' BindingConditionsPending):
+    one events.k8s.io/v1 Event about the pod, Berth's scheduler name as its
+    reportingController, and nothing else written; repeats aggregate into a
+    series as the other events do."""
+    fake = FakeApiServer()
+    fake.add_pod("default", "p", "uid-p", "")
+    wp = WriterProcess(in_loop(fake, [])) if through == "the writer process" else None
+    async with plugged(fake) as api:
+        source = KubernetesSource(api, identity="t", scheduler_name="berth", writer=wp)
+        try:
+            pod = make_pod("p", uid="uid-p")
+            for _ in range(2):
+                await source.record_event(
+                    pod, None, EventType.NORMAL, "BindingConditionsPending", "Scheduling", PENDING_NOTE
+                )
+        finally:
+            await source.close()
+    assert fake.writes == []
+    [(method, name, body), (again, patched, series)] = fake.event_writes
+    assert (method, again, patched) == ("POST", "PATCH", name)
+    assert series["series"]["count"] == 2
+    assert {k: body[k] for k in ("type", "reason", "action", "note", "reportingController")} == {
+        "type": "Normal",
+        "reason": "BindingConditionsPending",
+        "action": "Scheduling",
+        "note": PENDING_NOTE,
+        "reportingController": "berth",
+    }
+    assert body["regarding"] == {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default", "uid": "uid-p"}
+    assert "related" not in body
+
+
+async def test_an_event_with_a_related_pod_names_it_and_is_a_series_of_its_own() -> None:
+    """client-go's ``getKey`` holds the related object: the same event about
+    a victim for two preemptors is two events, each naming its preemptor."""
+    req = Requests()
+    rec = EventRecorder(req, controller="berth", instance="t")
+    try:
+        for preemptor in (PodRef("default", "high", "uid-high"), PodRef("default", "other", "uid-other")):
+            rec.record(POD, "Normal", "Preempted", "Preempting", "Preempted", related=preemptor)
+        await rec.flush()
+    finally:
+        await rec.close()
+    assert [(m, b["related"]["uid"]) for m, _, b in req.calls] == [("POST", "uid-high"), ("POST", "uid-other")]
+    assert req.calls[0][2]["related"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "high",
+        "namespace": "default",
+        "uid": "uid-high",
+    }
 
 
 # ------------------------------------------------------------------ PodScheduled condition and events

@@ -5,6 +5,7 @@ PreBind, and the claims are the only record of who holds a device."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -24,7 +25,8 @@ GPU_CLASS = dra.DeviceClass(
 )
 
 
-def gpu_slice(node: str, gpus: int) -> dra.ResourceSlice:
+def gpu_slice(node: str, gpus: int, **device: Any) -> dra.ResourceSlice:
+    """``gpus`` GPUs on ``node``, each with ``device``'s fields too."""
     return msgspec.convert(
         {
             "metadata": {"name": f"{node}-gpus"},
@@ -32,7 +34,7 @@ def gpu_slice(node: str, gpus: int) -> dra.ResourceSlice:
                 "driver": DRIVER,
                 "nodeName": node,
                 "pool": {"name": node, "resourceSliceCount": 1},
-                "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(gpus)],
+                "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}, **device} for i in range(gpus)],
             },
         },
         dra.ResourceSlice,
@@ -196,6 +198,38 @@ async def test_a_rejected_reservation_lets_the_next_pod_take_the_device() -> Non
         assert berth.node_of("default/first") == ""
         assert devices(berth) == [(DRIVER, "a", "gpu-0")]
         assert berth.core.dra.pending_allocations() == []
+
+
+async def test_a_pod_waiting_for_binding_conditions_has_the_binding_conditions_pending_event(berth: Berth) -> None:
+    """PreBind records BindingConditionsPending before it waits
+    (dynamicresources.go v1.37.2), in the pod's events with Scheduled."""
+    berth.nodes(make_node("a", cpu="64", memory="256Gi", pods=110))
+    berth.cluster.upsert_device_classes([GPU_CLASS])
+    # One GPU its driver must attach before a pod may bind.
+    berth.cluster.upsert_resource_slices(
+        [gpu_slice("a", 1, bindingConditions=["attached"], bindingFailureConditions=["failed"])]
+    )
+    berth.cluster.upsert_resource_claims([gpu_claim("c")])
+    berth.pods(claiming_pod("p", "c"))
+    pending = ("default/p", "BindingConditionsPending", "waiting for binding conditions for device on node a")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while pending not in berth.cluster.events:
+        assert loop.time() < deadline, berth.cluster.events
+        await asyncio.sleep(1)
+    assert berth.node_of("default/p") == ""  # PreBind waits for the driver
+    # The driver attaches the device: its binding condition is true.
+    claim = berth.cluster.resource_claims["default/c"]
+    attached = dra.AllocatedDeviceStatus(
+        driver=DRIVER, pool="a", device="gpu-0", conditions=[{"type": "attached", "status": "True"}]
+    )
+    berth.cluster.upsert_resource_claims(
+        [msgspec.structs.replace(claim, status=msgspec.structs.replace(claim.status, devices=[attached]))]
+    )
+    await berth.settle()
+    assert berth.node_of("default/p") == "a"
+    scheduled = ("default/p", "Scheduled", "Successfully assigned default/p to a")
+    assert [e for e in berth.cluster.events if e[0] == "default/p"] == [pending, scheduled]
 
 
 async def test_a_pod_waits_at_pre_enqueue_until_its_claim_exists(berth: Berth) -> None:

@@ -51,6 +51,7 @@ from berth.cluster import dra, model
 from berth.errors import InvalidArgument
 from berth.framework import interface as fw
 from berth.plugins.dynamicresources import (
+    BINDING_CONDITIONS_PENDING,
     NAME,
     DynamicResources,
     allocator_features,
@@ -399,6 +400,10 @@ class Case:
     before_prebind: Callable[[Obj], Obj] | None = None
     #: PreBind's error (a prefix of its message); None: PreBind succeeds.
     prebind_error: str | None = None
+    #: PreBind waits for binding conditions, having recorded the pod's
+    #: BindingConditionsPending event (not upstream's table: its fake
+    #: recorder is not checked).
+    waits: bool = False
     unreserve_before_prebind: bool = False
     unreserve_after_bind_failure: dict[str, Obj] | None = None
 
@@ -653,9 +658,10 @@ CASES: dict[str, Case] = {
         in_flight=[BIND_CLAIM],
         after={CLAIM: bound(BIND_CLAIM)},
         prebind_error="device binding timeout",
+        waits=True,
     ),
     "bound-claim-with-succeeded-binding-conditions": Case(
-        POD_WITH_CLAIM_NAME, claims=[BOUND_CLAIM], after={CLAIM: reserved(BOUND_CLAIM)}
+        POD_WITH_CLAIM_NAME, claims=[BOUND_CLAIM], after={CLAIM: reserved(BOUND_CLAIM)}, waits=True
     ),
     "bound-claim-with-failed-binding": Case(
         POD_WITH_CLAIM_NAME,
@@ -690,6 +696,7 @@ CASES: dict[str, Case] = {
         classes=[DEVICE_CLASS],
         slices=[fabric_slice("instance-1"), fabric_slice("instance-2", DRIVER2)],
         after={CLAIM: reserved(BOUND_CLAIM), CLAIM2: reserved(BOUND_CLAIM2)},
+        waits=True,
     ),
     "multi-claims-binding-conditions-one-fail": Case(
         POD_WITH_TWO_CLAIM_NAMES,
@@ -839,7 +846,18 @@ def _reasons(status: fw.Status) -> tuple[str, ...]:
 
 @pytest.mark.parametrize("name", list(CASES))
 async def test_plugin(name: str) -> None:
-    case = CASES[name]
+    await walk(CASES[name])
+
+
+async def test_pre_bind_neither_waits_nor_records_an_event_with_binding_conditions_off() -> None:
+    """Berth's own: a device with binding conditions, DRADeviceBindingConditions
+    off: PreBind returns before hasBindingConditions (dynamicresources.go v1.37.2)."""
+    case = CASES["bound-claim-with-succeeded-binding-conditions"]
+    await walk(dataclasses.replace(case, gates={"DRADeviceBindingConditions": False}, waits=False))
+
+
+async def walk(case: Case) -> None:
+    """The walk through the extension points, each step checked against ``case``."""
     w = Walk(case)
     p, pi = w.plugin, PodInfo.of(case.pod)
     initial = w.claims()
@@ -910,6 +928,7 @@ async def test_plugin(name: str) -> None:
     else:
         assert status.ok, status
     _check_binding_conditions_metrics(w, case)
+    await _check_binding_conditions_event(w, case, chosen)
     assert w.in_flight() == [_comparable(c) for c in case.in_flight_after]
     want = dict(initial)
     want.update({k: _comparable(v) for k, v in (case.after or {}).items()})
@@ -919,6 +938,16 @@ async def test_plugin(name: str) -> None:
         await w.drain()
         want.update({k: _comparable(v) for k, v in case.unreserve_after_bind_failure.items()})
         assert w.claims() == want
+
+
+async def _check_binding_conditions_event(w: Walk, case: Case, chosen: str) -> None:
+    """PreBind records BindingConditionsPending once, before it waits
+    (dynamicresources.go v1.37.2: Normal, action Scheduling), and no event
+    when it does not wait."""
+    await w.drain()  # the event is written in the background
+    pending = f"waiting for binding conditions for device on node {chosen}"
+    want = [(case.pod.key, BINDING_CONDITIONS_PENDING, pending)] if case.waits else []
+    assert w.embedded.events == want
 
 
 def _check_binding_conditions_metrics(w: Walk, case: Case) -> None:

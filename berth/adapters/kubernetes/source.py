@@ -43,7 +43,7 @@ from kubernetes_asyncio import client
 from berth.adapters.kubernetes.writer import WriterProcess
 from berth.adapters.kubernetes.writes import REQUEST_TIMEOUT_SECONDS, PodRef, PodWrites
 from berth.cluster import dra, model, queues, storage
-from berth.cluster.sources import BindError, Conflict, FeedRefused
+from berth.cluster.sources import BindError, Conflict, EventType, FeedRefused
 from berth.errors import NotFound
 
 __all__ = ["KubernetesSource"]
@@ -129,6 +129,16 @@ class KubernetesSource:
             await remote.report_preempted(PodRef.of(pod), message)
         else:
             self.writes.report_preempted(PodRef.of(pod), message)
+
+    async def record_event(
+        self, regarding: model.Pod, related: model.Pod | None, type_: EventType, reason: str, action: str, note: str
+    ) -> None:
+        ref, rel = PodRef.of(regarding), (PodRef.of(related) if related is not None else None)
+        remote = self._remote()
+        if remote is not None:
+            await remote.record_event(ref, rel, type_, reason, action, note)
+        else:
+            self.writes.record_event(ref, rel, type_, reason, action, note)
 
     async def nominate(self, pod: model.Pod, node: str) -> None:
         remote = self._remote()

@@ -16,6 +16,7 @@ goroutines; Berth, one Python thread, runs them in another process::
     Unschedulable(pod, message)         ----->  PodScheduled=False patch, FailedScheduling event
     Evict(victim, reason) / Nominate    ----->  DisruptionTarget patch, DELETE, Preempted event /
                                                 nominatedNodeName patch
+    Event(pod, related, type, reason..) ----->  a plugin's event (BindingConditionsPending)
 
 Only the Binding has an answer the loop waits for: the scheduling cycle
 still assumes before the bind and the binding cycle still forgets on a
@@ -135,7 +136,18 @@ class EventsDropped(msgspec.Struct, array_like=True, tag=8):
     count: int
 
 
-Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Preempted | Done | EventsDropped
+class Event(msgspec.Struct, array_like=True, tag=9):
+    """A plugin's event (``EventRecorder().Eventf``)."""
+
+    regarding: PodRef
+    related: PodRef | None
+    event_type: str
+    reason: str
+    action: str
+    note: str
+
+
+Message = Bind | Scheduled | Unschedulable | Evict | Nominate | Preempted | Done | EventsDropped | Event
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[Message])
@@ -259,6 +271,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, writ
                     spawn(writes.nominate(msg.pod, msg.node))
                 elif isinstance(msg, Preempted):
                     writes.report_preempted(msg.pod, msg.message)
+                elif isinstance(msg, Event):
+                    writes.record_event(msg.regarding, msg.related, msg.event_type, msg.reason, msg.action, msg.note)
                 else:
                     log.error("writer: unexpected message %r ignored", msg)
     while tasks:
@@ -492,6 +506,11 @@ class WriterProcess:
 
     async def report_preempted(self, pod: PodRef, message: str) -> None:
         await self._send(Preempted(pod, message))
+
+    async def record_event(
+        self, regarding: PodRef, related: PodRef | None, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        await self._send(Event(regarding, related, type_, reason, action, note))
 
     # ------------------------------------------------------------ answers
 

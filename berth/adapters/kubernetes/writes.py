@@ -181,6 +181,11 @@ class PodRef(msgspec.Struct, frozen=True, array_like=True):
         return f"{self.namespace}/{self.name}"
 
 
+def _pod_reference(pod: PodRef) -> dict[str, str]:
+    """The pod as an event's ObjectReference (``reference.GetReference``)."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+
+
 class _Series:
     """One isomorphic event as written: its name and how often it was seen."""
 
@@ -195,8 +200,8 @@ class _Series:
 class EventRecorder:
     """client-go's ``eventBroadcasterImpl.recordToSink``, for events.k8s.io/v1.
 
-    An event isomorphic to one already written — same type, action, reason
-    and regarding object (``getKey``; the note is not part of the key) — is
+    An event isomorphic to one already written — same type, action, reason,
+    regarding and related object (``getKey``; the note is not part of the key) — is
     not written again: the second occurrence patches ``series: {count: 2,
     lastObservedTime}`` onto the first, later ones only count, and running
     series have their count written every :data:`REFRESH_SECONDS`; a series
@@ -223,7 +228,7 @@ class EventRecorder:
         self._clock = clock
         self._sleep = sleep
         self._writers = writers
-        self._cache: collections.OrderedDict[tuple[str, str, str, str], _Series] = collections.OrderedDict()
+        self._cache: collections.OrderedDict[tuple[str, str, str, str, str], _Series] = collections.OrderedDict()
         self._queue: collections.deque[tuple[dict[str, Any], bool]] = collections.deque()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -238,10 +243,13 @@ class EventRecorder:
 
     # ------------------------------------------------------------ record
 
-    def record(self, pod: PodRef, type_: str, reason: str, action: str, note: str) -> None:
+    def record(
+        self, pod: PodRef, type_: str, reason: str, action: str, note: str, related: PodRef | None = None
+    ) -> None:
+        """``Eventf(pod, related, type_, reason, action, note)``."""
         now = self._clock()
         self._housekeeping(now)
-        key = (type_, action, reason, pod.uid)
+        key = (type_, action, reason, pod.uid, related.uid if related is not None else "")
         have = self._cache.get(key)
         if have is not None:
             have.count += 1
@@ -263,14 +271,10 @@ class EventRecorder:
             "reason": reason,
             "type": type_,
             "note": note[:1024],
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid,
-            },
+            "regarding": _pod_reference(pod),
         }
+        if related is not None:
+            body["related"] = _pod_reference(related)
         self._cache[key] = _Series(body, now)
         if len(self._cache) > MAX_CACHED_EVENTS:
             self._cache.popitem(last=False)
@@ -468,6 +472,12 @@ class PodWrites:
 
     async def nominate(self, pod: PodRef, node: str) -> None:
         await self.patch_status(pod, {"nominatedNodeName": node or None}, "setting nominatedNodeName of")
+
+    def record_event(
+        self, regarding: PodRef, related: PodRef | None, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """A plugin's event (``EventRecorder().Eventf``), nothing else written."""
+        self.events.record(regarding, type_, reason, action, note, related)
 
     # ------------------------------------------------------------ reports
 
