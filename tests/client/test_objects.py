@@ -285,15 +285,16 @@ def _mismatches(schema: openapi.Schema, d: Any, type_name: str, seen: set[str]) 
         return []
     seen.add(d.full_name)
     out = []
-    for field, at, _, _ in objects._plan(d):
+    for field, at, how, _ in objects._plan(d):
         shape = _shape_at(schema, type_name, at)
         where = f"{d.full_name}.{field.name} at {'.'.join(at)} in {type_name}"
         if shape is None:
             out.append(where)
             continue
-        # A message (or a map or list of them): its own fields, under its Kubernetes type.
+        # A message (or a map or list of them): its own fields, under its Kubernetes type;
+        # a special value (a list wrapped for a oneof, JSON bytes) is read its own way.
         sub = objects._map_value(field) if objects._is_map(field) else field
-        if sub.type != FD.TYPE_MESSAGE:
+        if sub.type != FD.TYPE_MESSAGE or how == objects._SPECIAL:
             continue
         inner = shape.removeprefix("[]").removeprefix("{}")
         if not inner.startswith("@"):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import re
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -656,6 +658,61 @@ def _json_to_pb(value: Any) -> bytes:
     return b"" if value is None else msgspec.json.encode(value)
 
 
+def _json_object_from_pb(raw: bytes, path: str, max_length: int | None = None) -> dict[str, Any] | None:
+    """A JSON object, or None when unset: validateRawExtension (pkg/apis/resource/validation,
+    v1.37.2) refuses more than ``max_length`` bytes and any other JSON value."""
+    if max_length is not None and len(raw) > max_length:
+        raise errors.InvalidArgument(f"{path}: Too long: may not be more than {max_length} bytes")
+    value = _json_from_pb(raw, path)
+    if value is not None and not isinstance(value, dict):
+        raise validation.invalid(path, "<value omitted>", "must be a valid JSON object")
+    return value
+
+
+def _sub(m: Any, field: str, convert: Callable[[Any], T]) -> T | None:
+    """``convert`` of the message field ``field`` when it is set, else None; an error names the field."""
+    if not m.HasField(field):
+        return None
+    with _at(field):
+        return convert(getattr(m, field))
+
+
+def _opt_quantity(m: Any, field: str) -> model.Quantity | None:
+    """An ``optional string`` quantity field: None when unset, else the quantity once it parses."""
+    value = _opt(m, field)
+    return None if value is None else _quantity(value, field)
+
+
+def _quantities_from_pb(m: Mapping[str, str], path: str) -> dict[str, model.Quantity]:
+    return {k: _quantity(v, f"{path}[{k}]") for k, v in m.items()}
+
+
+def _quantities_to_pb(m: Mapping[str, model.Quantity]) -> dict[str, str]:
+    return {k: _quantity_text(v) for k, v in m.items()}
+
+
+#: time.RFC3339 as metav1.Time.UnmarshalJSON parses it (fractional seconds allowed).
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)")
+
+
+def _time(text: str, path: str) -> str:
+    """A metav1.Time as its RFC 3339 text, kept as written once it parses."""
+    ok = _RFC3339.fullmatch(text) is not None
+    if ok:
+        try:
+            dt.datetime.fromisoformat(text[:19])  # the calendar: no month 13, no February 30
+        except ValueError:
+            ok = False
+    if not ok:
+        raise validation.invalid(path, text, 'must be an RFC 3339 time, as "2006-01-02T15:04:05Z07:00"')
+    return text
+
+
+def _opt_time(m: Any, field: str) -> str | None:
+    value = _opt(m, field)
+    return None if value is None else _time(value, field)
+
+
 # ---------------------------------------------------------------- pod volumes and claims
 
 
@@ -1016,27 +1073,33 @@ def csi_node_to_pb(n: storage.CSINode) -> pb.CSINode:
 # ---------------------------------------------------------------- resource.k8s.io/v1
 
 
-_ATTRIBUTE_KINDS = ("int_value", "bool_value", "string_value", "version_value")
+#: The oneof's members, named as the model's fields; a list travels in a
+#: wrapper message (a oneof cannot hold a repeated field).
+_ATTRIBUTE_LISTS: dict[str, Callable[..., Any]] = {
+    "int_values": pb.IntValues,
+    "bool_values": pb.BoolValues,
+    "string_values": pb.StringValues,
+    "version_values": pb.StringValues,
+}
+_ATTRIBUTE_KINDS = ("int_value", "bool_value", "string_value", "version_value", *_ATTRIBUTE_LISTS)
 
 
 def _attribute_from_pb(a: pb.DeviceAttribute) -> dra.DeviceAttribute:
     which = a.WhichOneof("value")
     if which is None:
         raise validation.required("value", f"exactly one of {', '.join(_ATTRIBUTE_KINDS)} is required")
-    return dra.DeviceAttribute(**{which: getattr(a, which)})
+    value = getattr(a, which)
+    fields: dict[str, Any] = {which: list(value.values) if which in _ATTRIBUTE_LISTS else value}
+    return dra.DeviceAttribute(**fields)
 
 
 def _attribute_to_pb(a: dra.DeviceAttribute) -> pb.DeviceAttribute:
-    out = pb.DeviceAttribute()
-    if a.int_value is not None:
-        out.int_value = a.int_value
-    elif a.bool_value is not None:
-        out.bool_value = a.bool_value
-    elif a.string_value is not None:
-        out.string_value = a.string_value
-    elif a.version_value is not None:
-        out.version_value = a.version_value
-    return out
+    for kind in _ATTRIBUTE_KINDS:
+        value = getattr(a, kind)
+        if value is not None:
+            wrapper = _ATTRIBUTE_LISTS.get(kind)
+            return pb.DeviceAttribute(**{kind: value if wrapper is None else wrapper(values=value)})
+    return pb.DeviceAttribute()
 
 
 def _counters_from_pb(m: Mapping[str, pb.Counter], path: str) -> dict[str, dra.Counter]:
@@ -1047,28 +1110,85 @@ def _counters_to_pb(m: Mapping[str, dra.Counter]) -> dict[str, pb.Counter]:
     return {k: pb.Counter(value=_quantity_text(c.value)) for k, c in m.items()}
 
 
+def _policy_range_from_pb(r: pb.CapacityRequestPolicyRange) -> dra.CapacityRequestPolicyRange:
+    return dra.CapacityRequestPolicyRange(
+        min=_opt_quantity(r, "min"), max=_opt_quantity(r, "max"), step=_opt_quantity(r, "step")
+    )
+
+
+def _request_policy_from_pb(p: pb.CapacityRequestPolicy) -> dra.CapacityRequestPolicy:
+    return dra.CapacityRequestPolicy(
+        default=_opt_quantity(p, "default"),
+        valid_values=[_quantity(v, f"valid_values[{i}]") for i, v in enumerate(p.valid_values)],
+        valid_range=_sub(p, "valid_range", _policy_range_from_pb),
+    )
+
+
+def _request_policy_to_pb(p: dra.CapacityRequestPolicy | None) -> pb.CapacityRequestPolicy | None:
+    if p is None:
+        return None
+    r = p.valid_range
+    return pb.CapacityRequestPolicy(
+        default=None if p.default is None else _quantity_text(p.default),
+        valid_values=[_quantity_text(v) for v in p.valid_values],
+        valid_range=(
+            None
+            if r is None
+            else pb.CapacityRequestPolicyRange(
+                **{k: _quantity_text(v) for k, v in (("min", r.min), ("max", r.max), ("step", r.step)) if v is not None}
+            )
+        ),
+    )
+
+
+def _capacity_from_pb(c: pb.DeviceCapacity) -> dra.DeviceCapacity:
+    return dra.DeviceCapacity(
+        value=_quantity(c.value, "value"), request_policy=_sub(c, "request_policy", _request_policy_from_pb)
+    )
+
+
+def _capacity_requirements_from_pb(r: pb.CapacityRequirements) -> dra.CapacityRequirements:
+    return dra.CapacityRequirements(requests=_quantities_from_pb(r.requests, "requests"))
+
+
+def _capacity_requirements_to_pb(r: dra.CapacityRequirements | None) -> pb.CapacityRequirements | None:
+    return None if r is None else pb.CapacityRequirements(requests=_quantities_to_pb(r.requests))
+
+
+def _taint_from_pb(t: pb.DeviceTaint) -> dra.DeviceTaint:
+    return dra.DeviceTaint(key=t.key, value=t.value, effect=t.effect, time_added=_opt_time(t, "time_added"))
+
+
+def _taint_to_pb(t: dra.DeviceTaint) -> pb.DeviceTaint:
+    return pb.DeviceTaint(key=t.key, value=t.value, effect=t.effect, time_added=t.time_added)
+
+
 def _device_from_pb(d: pb.Device) -> dra.Device:
     attributes = {}
     for k, a in d.attributes.items():
         with _at(f"attributes[{k}]"):
             attributes[k] = _attribute_from_pb(a)
+    capacity = {}
+    for k, c in d.capacity.items():
+        with _at(f"capacity[{k}]"):
+            capacity[k] = _capacity_from_pb(c)
     return dra.Device(
         name=d.name,
         attributes=attributes,
-        capacity={
-            k: dra.DeviceCapacity(value=_quantity(c.value, f"capacity[{k}].value")) for k, c in d.capacity.items()
-        },
+        capacity=capacity,
         consumes_counters=_each(
             d.consumes_counters,
             lambda c: dra.DeviceCounterConsumption(
-                counter_set=c.counter_set, counters=_counters_from_pb(c.counters, "counters")
+                counter_set=c.counter_set,
+                counters=_counters_from_pb(c.counters, "counters"),
+                compatibility_groups=list(c.compatibility_groups),
             ),
             "consumes_counters",
         ),
         node_name=_opt(d, "node_name"),
         node_selector=_node_selector_from_pb(d.node_selector) if d.HasField("node_selector") else None,
         all_nodes=_opt(d, "all_nodes"),
-        taints=[dra.DeviceTaint(key=t.key, value=t.value, effect=t.effect) for t in d.taints],
+        taints=_each(d.taints, _taint_from_pb, "taints"),
         binds_to_node=_opt(d, "binds_to_node"),
         binding_conditions=list(d.binding_conditions),
         binding_failure_conditions=list(d.binding_failure_conditions),
@@ -1080,15 +1200,22 @@ def _device_to_pb(d: dra.Device) -> pb.Device:
     return pb.Device(
         name=d.name,
         attributes={k: _attribute_to_pb(a) for k, a in d.attributes.items()},
-        capacity={k: pb.DeviceCapacity(value=_quantity_text(c.value)) for k, c in d.capacity.items()},
+        capacity={
+            k: pb.DeviceCapacity(value=_quantity_text(c.value), request_policy=_request_policy_to_pb(c.request_policy))
+            for k, c in d.capacity.items()
+        },
         consumes_counters=[
-            pb.DeviceCounterConsumption(counter_set=c.counter_set, counters=_counters_to_pb(c.counters))
+            pb.DeviceCounterConsumption(
+                counter_set=c.counter_set,
+                counters=_counters_to_pb(c.counters),
+                compatibility_groups=c.compatibility_groups,
+            )
             for c in d.consumes_counters
         ],
         node_name=d.node_name,
         node_selector=_node_selector_to_pb(d.node_selector),
         all_nodes=d.all_nodes,
-        taints=[pb.DeviceTaint(key=t.key, value=t.value, effect=t.effect) for t in d.taints],
+        taints=[_taint_to_pb(t) for t in d.taints],
         binds_to_node=d.binds_to_node,
         binding_conditions=d.binding_conditions,
         binding_failure_conditions=d.binding_failure_conditions,
@@ -1226,14 +1353,16 @@ def _request_from_pb(r: pb.DeviceRequest) -> dra.DeviceRequest:
     exactly = None
     if r.HasField("exactly"):
         e = r.exactly
-        exactly = dra.ExactDeviceRequest(
-            device_class_name=e.device_class_name,
-            selectors=_selectors_from_pb(e.selectors),
-            allocation_mode=_mode(e.allocation_mode, "exactly.allocation_mode"),
-            count=e.count or 1,
-            admin_access=_opt(e, "admin_access"),
-            tolerations=_tolerations_from_pb(e.tolerations),
-        )
+        with _at("exactly"):
+            exactly = dra.ExactDeviceRequest(
+                device_class_name=e.device_class_name,
+                selectors=_selectors_from_pb(e.selectors),
+                allocation_mode=_mode(e.allocation_mode, "allocation_mode"),
+                count=e.count or 1,
+                admin_access=_opt(e, "admin_access"),
+                tolerations=_tolerations_from_pb(e.tolerations),
+                capacity=_sub(e, "capacity", _capacity_requirements_from_pb),
+            )
     return dra.DeviceRequest(
         name=r.name,
         exactly=exactly,
@@ -1246,6 +1375,7 @@ def _request_from_pb(r: pb.DeviceRequest) -> dra.DeviceRequest:
                 allocation_mode=_mode(s.allocation_mode, "allocation_mode"),
                 count=s.count or 1,
                 tolerations=_tolerations_from_pb(s.tolerations),
+                capacity=_sub(s, "capacity", _capacity_requirements_from_pb),
             ),
             "first_available",
         ),
@@ -1264,6 +1394,7 @@ def _request_to_pb(r: dra.DeviceRequest) -> pb.DeviceRequest:
                 count=e.count,
                 admin_access=e.admin_access,
                 tolerations=_tolerations_to_pb(e.tolerations),
+                capacity=_capacity_requirements_to_pb(e.capacity),
             )
             if e is not None
             else None
@@ -1276,26 +1407,52 @@ def _request_to_pb(r: dra.DeviceRequest) -> pb.DeviceRequest:
                 allocation_mode=s.allocation_mode,
                 count=s.count,
                 tolerations=_tolerations_to_pb(s.tolerations),
+                capacity=_capacity_requirements_to_pb(s.capacity),
             )
             for s in r.first_available
         ],
     )
 
 
+#: validateUID (pkg/apis/resource/validation/validation.go, v1.37.2): a share's ID.
+_UID_FORM = (
+    "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`"
+    " with lowercase hexadecimal characters"
+)
+
+
+def _share_id(m: Any) -> str | None:
+    value: str | None = _opt(m, "share_id")
+    if value is None:
+        return None
+    try:
+        normalized = str(uuid.UUID(value)) == value
+    except ValueError:
+        normalized = False
+    if not normalized:
+        raise validation.invalid("share_id", value, _UID_FORM)
+    return value
+
+
+def _result_from_pb(r: pb.DeviceRequestAllocationResult) -> dra.DeviceRequestAllocationResult:
+    return dra.DeviceRequestAllocationResult(
+        request=r.request,
+        driver=r.driver,
+        pool=r.pool,
+        device=r.device,
+        admin_access=_opt(r, "admin_access"),
+        tolerations=_tolerations_from_pb(r.tolerations),
+        binding_conditions=list(r.binding_conditions),
+        binding_failure_conditions=list(r.binding_failure_conditions),
+        share_id=_share_id(r),
+        consumed_capacity=_quantities_from_pb(r.consumed_capacity, "consumed_capacity"),
+    )
+
+
 def _allocation_from_pb(a: pb.AllocationResult) -> dra.AllocationResult:
     return dra.AllocationResult(
         devices=dra.DeviceAllocationResult(
-            results=[
-                dra.DeviceRequestAllocationResult(
-                    request=r.request,
-                    driver=r.driver,
-                    pool=r.pool,
-                    device=r.device,
-                    admin_access=_opt(r, "admin_access"),
-                    tolerations=_tolerations_from_pb(r.tolerations),
-                )
-                for r in a.devices.results
-            ],
+            results=_each(a.devices.results, _result_from_pb, "devices.results"),
             config=_each(
                 a.devices.config,
                 lambda c: dra.DeviceAllocationConfiguration(
@@ -1307,6 +1464,7 @@ def _allocation_from_pb(a: pb.AllocationResult) -> dra.AllocationResult:
             ),
         ),
         node_selector=_node_selector_from_pb(a.node_selector) if a.HasField("node_selector") else None,
+        allocation_timestamp=_opt_time(a, "allocation_timestamp"),
     )
 
 
@@ -1326,6 +1484,10 @@ def _allocation_to_pb(a: dra.AllocationResult) -> pb.AllocationResult:
                     device=r.device,
                     admin_access=r.admin_access,
                     tolerations=_tolerations_to_pb(r.tolerations),
+                    binding_conditions=r.binding_conditions,
+                    binding_failure_conditions=r.binding_failure_conditions,
+                    share_id=r.share_id,
+                    consumed_capacity=_quantities_to_pb(r.consumed_capacity),
                 )
                 for r in a.devices.results
             ],
@@ -1335,6 +1497,103 @@ def _allocation_to_pb(a: dra.AllocationResult) -> pb.AllocationResult:
             ],
         ),
         node_selector=_node_selector_to_pb(a.node_selector),
+        allocation_timestamp=a.allocation_timestamp,
+    )
+
+
+# metav1.Condition: the model keeps a condition as its JSON (camelCase keys,
+# observedGeneration omitted when 0); ValidateConditions and ValidateCondition
+# (k8s.io/apimachinery v0.37.2 pkg/apis/meta/v1/validation/validation.go)
+# refuse what is checked here.
+_CONDITION_STATUSES = ("False", "True", "Unknown")
+_CONDITION_REASON = re.compile(r"[A-Za-z](?:[A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+_CONDITION_REASON_MAX = 1024
+_CONDITION_MESSAGE_MAX = 32 * 1024
+#: resource.AllocatedDeviceStatusMaxConditions and AllocatedDeviceStatusDataMaxLength.
+_DEVICE_STATUS_CONDITIONS_MAX = 8
+_DEVICE_STATUS_DATA_MAX = 10 * 1024
+
+
+def _condition_from_pb(c: pb.Condition) -> dict[str, Any]:
+    if not c.type:
+        raise validation.required("type", "is required")
+    validation.validate_label_name(c.type, "type")
+    if not c.status:
+        raise validation.required("status")
+    _enum(c.status, _CONDITION_STATUSES, "status")
+    if c.observed_generation < 0:
+        raise validation.invalid("observed_generation", c.observed_generation, "must be greater than or equal to zero")
+    if not c.last_transition_time:
+        raise validation.required("last_transition_time")
+    if not c.reason:
+        raise validation.required("reason")
+    if _CONDITION_REASON.fullmatch(c.reason) is None:
+        raise validation.invalid(
+            "reason",
+            c.reason,
+            "a condition reason must start with alphabetic character, optionally followed by a string of "
+            "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+        )
+    for field, text, most in (
+        ("reason", c.reason, _CONDITION_REASON_MAX),
+        ("message", c.message, _CONDITION_MESSAGE_MAX),
+    ):
+        if len(text) > most:
+            raise errors.InvalidArgument(f"{field}: Too long: may not be more than {most} bytes")
+    out: dict[str, Any] = {"type": c.type, "status": c.status}
+    if c.observed_generation:
+        out["observedGeneration"] = c.observed_generation
+    out["lastTransitionTime"] = _time(c.last_transition_time, "last_transition_time")
+    return out | {"reason": c.reason, "message": c.message}
+
+
+def _conditions_from_pb(cs: Sequence[pb.Condition]) -> list[dict[str, Any]]:
+    if len(cs) > _DEVICE_STATUS_CONDITIONS_MAX:
+        raise errors.InvalidArgument(
+            f"conditions: Too many: {len(cs)}: must have at most {_DEVICE_STATUS_CONDITIONS_MAX} items"
+        )
+    out = _each(cs, _condition_from_pb, "conditions")
+    seen: set[str] = set()
+    for i, c in enumerate(out):
+        if c["type"] in seen:
+            raise validation.duplicate(f"conditions[{i}]", c["type"])
+        seen.add(c["type"])
+    return out
+
+
+def _condition_to_pb(c: Mapping[str, Any]) -> pb.Condition:
+    generation = c.get("observedGeneration")
+    return pb.Condition(
+        type=str(c.get("type") or ""),
+        status=str(c.get("status") or ""),
+        reason=str(c.get("reason") or ""),
+        message=str(c.get("message") or ""),
+        last_transition_time=str(c.get("lastTransitionTime") or ""),
+        observed_generation=generation if isinstance(generation, int) else 0,
+    )
+
+
+def _device_status_from_pb(s: pb.AllocatedDeviceStatus) -> dra.AllocatedDeviceStatus:
+    return dra.AllocatedDeviceStatus(
+        driver=s.driver,
+        pool=s.pool,
+        device=s.device,
+        share_id=_share_id(s),
+        conditions=_conditions_from_pb(s.conditions),
+        data=_json_object_from_pb(s.data, "data", _DEVICE_STATUS_DATA_MAX),
+        network_data=_json_object_from_pb(s.network_data, "network_data"),
+    )
+
+
+def _device_status_to_pb(s: dra.AllocatedDeviceStatus) -> pb.AllocatedDeviceStatus:
+    return pb.AllocatedDeviceStatus(
+        driver=s.driver,
+        pool=s.pool,
+        device=s.device,
+        share_id=s.share_id,
+        conditions=[_condition_to_pb(c) for c in s.conditions],
+        data=_json_to_pb(s.data),
+        network_data=_json_to_pb(s.network_data),
     )
 
 
@@ -1370,6 +1629,7 @@ def resource_claim_from_pb(c: pb.ResourceClaim, path: str = "") -> dra.ResourceC
                     )
                     for r in c.status.reserved_for
                 ],
+                devices=_each(c.status.devices, _device_status_from_pb, "status.devices"),
             ),
         )
 
@@ -1398,6 +1658,7 @@ def resource_claim_to_pb(c: dra.ResourceClaim) -> pb.ResourceClaim:
                 pb.ResourceClaimConsumerReference(api_group=r.api_group, resource=r.resource, name=r.name, uid=r.uid)
                 for r in c.status.reserved_for
             ],
+            devices=[_device_status_to_pb(s) for s in c.status.devices],
         ),
     )
 

@@ -88,6 +88,12 @@ _AT: dict[str, str] = {
     "berth.v1.DeviceAttribute.bool_value": "bool",
     "berth.v1.DeviceAttribute.string_value": "string",
     "berth.v1.DeviceAttribute.version_value": "version",
+    "berth.v1.DeviceAttribute.int_values": "ints",
+    "berth.v1.DeviceAttribute.bool_values": "bools",
+    "berth.v1.DeviceAttribute.string_values": "strings",
+    "berth.v1.DeviceAttribute.version_values": "versions",
+    "berth.v1.DeviceRequestAllocationResult.share_id": "shareID",
+    "berth.v1.AllocatedDeviceStatus.share_id": "shareID",
 }
 
 
@@ -135,6 +141,13 @@ _VALUE: dict[str, Callable[[Any, str], Any]] = {
     "berth.v1.ObjectMeta.creation_timestamp_ms": _timestamp_ms,
     "berth.v1.ObjectMeta.deleting": lambda value, path: value is not None,
     "berth.v1.OpaqueDeviceConfiguration.parameters": _json_bytes,
+    "berth.v1.AllocatedDeviceStatus.data": _json_bytes,
+    "berth.v1.AllocatedDeviceStatus.network_data": _json_bytes,
+    # A oneof holds no list: DeviceAttribute's lists travel in wrapper messages.
+    "berth.v1.DeviceAttribute.int_values": lambda value, path: _wrapped_list(pb.IntValues, value, path),
+    "berth.v1.DeviceAttribute.bool_values": lambda value, path: _wrapped_list(pb.BoolValues, value, path),
+    "berth.v1.DeviceAttribute.string_values": lambda value, path: _wrapped_list(pb.StringValues, value, path),
+    "berth.v1.DeviceAttribute.version_values": lambda value, path: _wrapped_list(pb.StringValues, value, path),
 }
 
 #: map<string, int64> fields that hold no resource amounts.
@@ -183,6 +196,14 @@ def _scalar(field: FD, value: Any, path: str) -> Any:
             raise ManifestError(f"{path}: expected one of {names}, got {_shown(value)}")
         return value
     raise ManifestError(f"{path}: {field.full_name} cannot be given in a manifest")
+
+
+def _wrapped_list(wrapper: type[_message.Message], value: Any, path: str) -> dict[str, Any]:
+    """A JSON list as the ``values`` of ``wrapper`` (IntValues, ...)."""
+    if not isinstance(value, list):
+        raise ManifestError(f"{path}: expected a list, got {_shown(value)}")
+    field = cast(FD, wrapper.DESCRIPTOR.fields_by_name["values"])
+    return {"values": [_scalar(field, v, f"{path}[{i}]") for i, v in enumerate(value)]}
 
 
 def _message_type(field: FD) -> _descriptor.Descriptor:

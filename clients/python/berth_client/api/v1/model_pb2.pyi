@@ -2175,25 +2175,108 @@ class CSINode(_message.Message):
 Global___CSINode: _TypeAlias = CSINode  # noqa: Y015
 
 @_typing.final
-class DeviceAttribute(_message.Message):
+class IntValues(_message.Message):
     """---------------------------------------------------------------- resource.k8s.io/v1 (DRA)
-    Dynamic Resource Allocation as of Kubernetes v1.34 (k8s.io/api/resource/v1).
+    Dynamic Resource Allocation as of Kubernetes v1.37 (k8s.io/api/resource/v1,
+    v0.37.2 types.go: every field Berth's model in berth/cluster/dra.py holds).
     Device capacities and counters are Kubernetes quantity strings ("40Gi", "8"),
     as CEL selectors compare them, not canonical integers: a capacity has no
-    fixed unit. Opaque configuration parameters are JSON (runtime.RawExtension).
+    fixed unit. Opaque configuration parameters and device status data are JSON
+    (runtime.RawExtension). Times (metav1.Time) are RFC 3339 strings
+    ("2026-11-28T03:30:00Z").
+
+    A list inside DeviceAttribute's oneof (a oneof cannot hold a repeated field).
     """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IntValues: _TypeAlias = IntValues  # noqa: Y015
+
+@_typing.final
+class BoolValues(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bool]: ...
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.bool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BoolValues: _TypeAlias = BoolValues  # noqa: Y015
+
+@_typing.final
+class StringValues(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StringValues: _TypeAlias = StringValues  # noqa: Y015
+
+@_typing.final
+class DeviceAttribute(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     INT_VALUE_FIELD_NUMBER: _builtins.int
     BOOL_VALUE_FIELD_NUMBER: _builtins.int
     STRING_VALUE_FIELD_NUMBER: _builtins.int
     VERSION_VALUE_FIELD_NUMBER: _builtins.int
+    INT_VALUES_FIELD_NUMBER: _builtins.int
+    BOOL_VALUES_FIELD_NUMBER: _builtins.int
+    STRING_VALUES_FIELD_NUMBER: _builtins.int
+    VERSION_VALUES_FIELD_NUMBER: _builtins.int
     int_value: _builtins.int
     bool_value: _builtins.bool
     string_value: _builtins.str
     version_value: _builtins.str
     """A semantic version (semver 2.0)."""
+    @_builtins.property
+    def int_values(self) -> Global___IntValues:
+        """Non-empty lists (DRAListTypeAttributes, alpha in v1.37 and off by
+        default: the API server drops them while the gate is off).
+        """
+
+    @_builtins.property
+    def bool_values(self) -> Global___BoolValues: ...
+    @_builtins.property
+    def string_values(self) -> Global___StringValues: ...
+    @_builtins.property
+    def version_values(self) -> Global___StringValues:
+        """Semantic versions (semver 2.0)."""
+
     def __init__(
         self,
         *,
@@ -2201,31 +2284,111 @@ class DeviceAttribute(_message.Message):
         bool_value: _builtins.bool = ...,
         string_value: _builtins.str = ...,
         version_value: _builtins.str = ...,
+        int_values: Global___IntValues | None = ...,
+        bool_values: Global___BoolValues | None = ...,
+        string_values: Global___StringValues | None = ...,
+        version_values: Global___StringValues | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "int_value", b"int_value", "string_value", b"string_value", "value", b"value", "version_value", b"version_value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "bool_values", b"bool_values", "int_value", b"int_value", "int_values", b"int_values", "string_value", b"string_value", "string_values", b"string_values", "value", b"value", "version_value", b"version_value", "version_values", b"version_values"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "int_value", b"int_value", "string_value", b"string_value", "value", b"value", "version_value", b"version_value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "bool_values", b"bool_values", "int_value", b"int_value", "int_values", b"int_values", "string_value", b"string_value", "string_values", b"string_values", "value", b"value", "version_value", b"version_value", "version_values", b"version_values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["int_value", "bool_value", "string_value", "version_value"]  # noqa: Y015
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["int_value", "bool_value", "string_value", "version_value", "int_values", "bool_values", "string_values", "version_values"]  # noqa: Y015
     _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
 
 Global___DeviceAttribute: _TypeAlias = DeviceAttribute  # noqa: Y015
 
 @_typing.final
+class CapacityRequestPolicyRange(_message.Message):
+    """CapacityRequestPolicyRange: quantities; min is required, step only with min."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MIN_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    min: _builtins.str
+    max: _builtins.str
+    step: _builtins.str
+    def __init__(
+        self,
+        *,
+        min: _builtins.str | None = ...,
+        max: _builtins.str | None = ...,
+        step: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max", b"_max", "_min", b"_min", "_step", b"_step", "max", b"max", "min", b"min", "step", b"step"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max", b"_max", "_min", b"_min", "_step", b"_step", "max", b"max", "min", b"min", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max: _TypeAlias = _typing.Literal["max"]  # noqa: Y015
+    _WhichOneofArgType__max: _TypeAlias = _typing.Literal["_max", b"_max"]  # noqa: Y015
+    _WhichOneofReturnType__min: _TypeAlias = _typing.Literal["min"]  # noqa: Y015
+    _WhichOneofArgType__min: _TypeAlias = _typing.Literal["_min", b"_min"]  # noqa: Y015
+    _WhichOneofReturnType__step: _TypeAlias = _typing.Literal["step"]  # noqa: Y015
+    _WhichOneofArgType__step: _TypeAlias = _typing.Literal["_step", b"_step"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max) -> _WhichOneofReturnType__max | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min) -> _WhichOneofReturnType__min | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__step) -> _WhichOneofReturnType__step | None: ...
+
+Global___CapacityRequestPolicyRange: _TypeAlias = CapacityRequestPolicyRange  # noqa: Y015
+
+@_typing.final
+class CapacityRequestPolicy(_message.Message):
+    """CapacityRequestPolicy (DRAConsumableCapacity): how much of a capacity one
+    allocation may take; at most one of valid_values and valid_range, and a
+    default with either. Only on devices with allow_multiple_allocations.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEFAULT_FIELD_NUMBER: _builtins.int
+    VALID_VALUES_FIELD_NUMBER: _builtins.int
+    VALID_RANGE_FIELD_NUMBER: _builtins.int
+    default: _builtins.str
+    @_builtins.property
+    def valid_values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def valid_range(self) -> Global___CapacityRequestPolicyRange: ...
+    def __init__(
+        self,
+        *,
+        default: _builtins.str | None = ...,
+        valid_values: _abc.Iterable[_builtins.str] | None = ...,
+        valid_range: Global___CapacityRequestPolicyRange | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_default", b"_default", "default", b"default", "valid_range", b"valid_range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_default", b"_default", "default", b"default", "valid_range", b"valid_range", "valid_values", b"valid_values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__default: _TypeAlias = _typing.Literal["default"]  # noqa: Y015
+    _WhichOneofArgType__default: _TypeAlias = _typing.Literal["_default", b"_default"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__default) -> _WhichOneofReturnType__default | None: ...
+
+Global___CapacityRequestPolicy: _TypeAlias = CapacityRequestPolicy  # noqa: Y015
+
+@_typing.final
 class DeviceCapacity(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VALUE_FIELD_NUMBER: _builtins.int
+    REQUEST_POLICY_FIELD_NUMBER: _builtins.int
     value: _builtins.str
+    @_builtins.property
+    def request_policy(self) -> Global___CapacityRequestPolicy: ...
     def __init__(
         self,
         *,
         value: _builtins.str = ...,
+        request_policy: Global___CapacityRequestPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_policy", b"request_policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_policy", b"request_policy", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2321,18 +2484,24 @@ class DeviceCounterConsumption(_message.Message):
 
     COUNTER_SET_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
+    COMPATIBILITY_GROUPS_FIELD_NUMBER: _builtins.int
     counter_set: _builtins.str
     @_builtins.property
     def counters(self) -> _containers.MessageMap[_builtins.str, Global___Counter]: ...
+    @_builtins.property
+    def compatibility_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """DRADeviceCompatibilityGroups (alpha in v1.37, off by default)."""
+
     def __init__(
         self,
         *,
         counter_set: _builtins.str = ...,
         counters: _abc.Mapping[_builtins.str, Global___Counter] | None = ...,
+        compatibility_groups: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counter_set", b"counter_set", "counters", b"counters"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compatibility_groups", b"compatibility_groups", "counter_set", b"counter_set", "counters", b"counters"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2345,22 +2514,28 @@ class DeviceTaint(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
+    TIME_ADDED_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     value: _builtins.str
     effect: _builtins.str
-    """NoSchedule, NoExecute."""
+    """NoSchedule, NoExecute, None."""
+    time_added: _builtins.str
+    """When the taint was added (RFC 3339); unset: the API server sets it on create."""
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
         value: _builtins.str = ...,
         effect: _builtins.str = ...,
+        time_added: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_time_added", b"_time_added", "time_added", b"time_added"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_time_added", b"_time_added", "effect", b"effect", "key", b"key", "time_added", b"time_added", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__time_added: _TypeAlias = _typing.Literal["time_added"]  # noqa: Y015
+    _WhichOneofArgType__time_added: _TypeAlias = _typing.Literal["_time_added", b"_time_added"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__time_added) -> _WhichOneofReturnType__time_added | None: ...
 
 Global___DeviceTaint: _TypeAlias = DeviceTaint  # noqa: Y015
 
@@ -2768,6 +2943,7 @@ class ExactDeviceRequest(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
     device_class_name: _builtins.str
     allocation_mode: _builtins.str
     """ExactCount or All; empty means ExactCount."""
@@ -2778,6 +2954,8 @@ class ExactDeviceRequest(_message.Message):
     def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSelector]: ...
     @_builtins.property
     def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    @_builtins.property
+    def capacity(self) -> Global___CapacityRequirements: ...
     def __init__(
         self,
         *,
@@ -2787,16 +2965,61 @@ class ExactDeviceRequest(_message.Message):
         count: _builtins.int = ...,
         admin_access: _builtins.bool | None = ...,
         tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+        capacity: Global___CapacityRequirements | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "capacity", b"capacity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "allocation_mode", b"allocation_mode", "count", b"count", "device_class_name", b"device_class_name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "allocation_mode", b"allocation_mode", "capacity", b"capacity", "count", b"count", "device_class_name", b"device_class_name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__admin_access: _TypeAlias = _typing.Literal["admin_access"]  # noqa: Y015
     _WhichOneofArgType__admin_access: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__admin_access) -> _WhichOneofReturnType__admin_access | None: ...
 
 Global___ExactDeviceRequest: _TypeAlias = ExactDeviceRequest  # noqa: Y015
+
+@_typing.final
+class CapacityRequirements(_message.Message):
+    """CapacityRequirements: how much of each consumable capacity (by name) of a
+    device one allocation takes, as quantity strings.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class RequestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CapacityRequirements: _TypeAlias = CapacityRequirements  # noqa: Y015
 
 @_typing.final
 class DeviceSubRequest(_message.Message):
@@ -2808,6 +3031,7 @@ class DeviceSubRequest(_message.Message):
     ALLOCATION_MODE_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     device_class_name: _builtins.str
     allocation_mode: _builtins.str
@@ -2816,6 +3040,8 @@ class DeviceSubRequest(_message.Message):
     def selectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceSelector]: ...
     @_builtins.property
     def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    @_builtins.property
+    def capacity(self) -> Global___CapacityRequirements: ...
     def __init__(
         self,
         *,
@@ -2825,10 +3051,11 @@ class DeviceSubRequest(_message.Message):
         allocation_mode: _builtins.str = ...,
         count: _builtins.int = ...,
         tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+        capacity: Global___CapacityRequirements | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation_mode", b"allocation_mode", "count", b"count", "device_class_name", b"device_class_name", "name", b"name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation_mode", b"allocation_mode", "capacity", b"capacity", "count", b"count", "device_class_name", b"device_class_name", "name", b"name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2972,20 +3199,56 @@ Global___ResourceClaimSpec: _TypeAlias = ResourceClaimSpec  # noqa: Y015
 class DeviceRequestAllocationResult(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ConsumedCapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     REQUEST_FIELD_NUMBER: _builtins.int
     DRIVER_FIELD_NUMBER: _builtins.int
     POOL_FIELD_NUMBER: _builtins.int
     DEVICE_FIELD_NUMBER: _builtins.int
     ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    BINDING_CONDITIONS_FIELD_NUMBER: _builtins.int
+    BINDING_FAILURE_CONDITIONS_FIELD_NUMBER: _builtins.int
+    SHARE_ID_FIELD_NUMBER: _builtins.int
+    CONSUMED_CAPACITY_FIELD_NUMBER: _builtins.int
     request: _builtins.str
     """The request's name, or request/subrequest for a first_available choice."""
     driver: _builtins.str
     pool: _builtins.str
     device: _builtins.str
     admin_access: _builtins.bool
+    share_id: _builtins.str
+    """One share of a device that allows multiple allocations (a UUID)."""
     @_builtins.property
     def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    @_builtins.property
+    def binding_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Copied from the device when it was allocated."""
+
+    @_builtins.property
+    def binding_failure_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def consumed_capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Quantities of the device's capacities this share takes."""
+
     def __init__(
         self,
         *,
@@ -2995,14 +3258,23 @@ class DeviceRequestAllocationResult(_message.Message):
         device: _builtins.str = ...,
         admin_access: _builtins.bool | None = ...,
         tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+        binding_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        binding_failure_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        share_id: _builtins.str | None = ...,
+        consumed_capacity: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "_share_id", b"_share_id", "admin_access", b"admin_access", "share_id", b"share_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "admin_access", b"admin_access", "device", b"device", "driver", b"driver", "pool", b"pool", "request", b"request", "tolerations", b"tolerations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access", "_share_id", b"_share_id", "admin_access", b"admin_access", "binding_conditions", b"binding_conditions", "binding_failure_conditions", b"binding_failure_conditions", "consumed_capacity", b"consumed_capacity", "device", b"device", "driver", b"driver", "pool", b"pool", "request", b"request", "share_id", b"share_id", "tolerations", b"tolerations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__admin_access: _TypeAlias = _typing.Literal["admin_access"]  # noqa: Y015
     _WhichOneofArgType__admin_access: _TypeAlias = _typing.Literal["_admin_access", b"_admin_access"]  # noqa: Y015
+    _WhichOneofReturnType__share_id: _TypeAlias = _typing.Literal["share_id"]  # noqa: Y015
+    _WhichOneofArgType__share_id: _TypeAlias = _typing.Literal["_share_id", b"_share_id"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__admin_access) -> _WhichOneofReturnType__admin_access | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__share_id) -> _WhichOneofReturnType__share_id | None: ...
 
 Global___DeviceRequestAllocationResult: _TypeAlias = DeviceRequestAllocationResult  # noqa: Y015
 
@@ -3064,6 +3336,9 @@ class AllocationResult(_message.Message):
 
     DEVICES_FIELD_NUMBER: _builtins.int
     NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    ALLOCATION_TIMESTAMP_FIELD_NUMBER: _builtins.int
+    allocation_timestamp: _builtins.str
+    """When the devices were allocated (RFC 3339)."""
     @_builtins.property
     def devices(self) -> Global___DeviceAllocationResult: ...
     @_builtins.property
@@ -3075,12 +3350,15 @@ class AllocationResult(_message.Message):
         *,
         devices: Global___DeviceAllocationResult | None = ...,
         node_selector: Global___NodeSelector | None = ...,
+        allocation_timestamp: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation_timestamp", b"_allocation_timestamp", "allocation_timestamp", b"allocation_timestamp", "devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation_timestamp", b"_allocation_timestamp", "allocation_timestamp", b"allocation_timestamp", "devices", b"devices", "node_selector", b"node_selector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__allocation_timestamp: _TypeAlias = _typing.Literal["allocation_timestamp"]  # noqa: Y015
+    _WhichOneofArgType__allocation_timestamp: _TypeAlias = _typing.Literal["_allocation_timestamp", b"_allocation_timestamp"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__allocation_timestamp) -> _WhichOneofReturnType__allocation_timestamp | None: ...
 
 Global___AllocationResult: _TypeAlias = AllocationResult  # noqa: Y015
 
@@ -3114,24 +3392,112 @@ class ResourceClaimConsumerReference(_message.Message):
 Global___ResourceClaimConsumerReference: _TypeAlias = ResourceClaimConsumerReference  # noqa: Y015
 
 @_typing.final
+class Condition(_message.Message):
+    """metav1.Condition."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _builtins.int
+    OBSERVED_GENERATION_FIELD_NUMBER: _builtins.int
+    type: _builtins.str
+    status: _builtins.str
+    """True, False or Unknown."""
+    reason: _builtins.str
+    message: _builtins.str
+    last_transition_time: _builtins.str
+    """RFC 3339."""
+    observed_generation: _builtins.int
+    def __init__(
+        self,
+        *,
+        type: _builtins.str = ...,
+        status: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        last_transition_time: _builtins.str = ...,
+        observed_generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_transition_time", b"last_transition_time", "message", b"message", "observed_generation", b"observed_generation", "reason", b"reason", "status", b"status", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Condition: _TypeAlias = Condition  # noqa: Y015
+
+@_typing.final
+class AllocatedDeviceStatus(_message.Message):
+    """What a driver reports about one allocated device: its conditions (binding
+    conditions are read from here) and data.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    DEVICE_FIELD_NUMBER: _builtins.int
+    SHARE_ID_FIELD_NUMBER: _builtins.int
+    CONDITIONS_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    NETWORK_DATA_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    pool: _builtins.str
+    device: _builtins.str
+    share_id: _builtins.str
+    data: _builtins.bytes
+    """A JSON object, as the driver wrote it."""
+    network_data: _builtins.bytes
+    """NetworkDeviceData as a JSON object (interfaceName, ips, hardwareAddress)."""
+    @_builtins.property
+    def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]: ...
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        device: _builtins.str = ...,
+        share_id: _builtins.str | None = ...,
+        conditions: _abc.Iterable[Global___Condition] | None = ...,
+        data: _builtins.bytes = ...,
+        network_data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_share_id", b"_share_id", "share_id", b"share_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_share_id", b"_share_id", "conditions", b"conditions", "data", b"data", "device", b"device", "driver", b"driver", "network_data", b"network_data", "pool", b"pool", "share_id", b"share_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__share_id: _TypeAlias = _typing.Literal["share_id"]  # noqa: Y015
+    _WhichOneofArgType__share_id: _TypeAlias = _typing.Literal["_share_id", b"_share_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__share_id) -> _WhichOneofReturnType__share_id | None: ...
+
+Global___AllocatedDeviceStatus: _TypeAlias = AllocatedDeviceStatus  # noqa: Y015
+
+@_typing.final
 class ResourceClaimStatus(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ALLOCATION_FIELD_NUMBER: _builtins.int
     RESERVED_FOR_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def allocation(self) -> Global___AllocationResult: ...
     @_builtins.property
     def reserved_for(self) -> _containers.RepeatedCompositeFieldContainer[Global___ResourceClaimConsumerReference]: ...
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___AllocatedDeviceStatus]: ...
     def __init__(
         self,
         *,
         allocation: Global___AllocationResult | None = ...,
         reserved_for: _abc.Iterable[Global___ResourceClaimConsumerReference] | None = ...,
+        devices: _abc.Iterable[Global___AllocatedDeviceStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "reserved_for", b"reserved_for"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "devices", b"devices", "reserved_for", b"reserved_for"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
