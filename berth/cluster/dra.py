@@ -15,10 +15,12 @@ selection), consumable capacity (``allowMultipleAllocations``, capacity
 (``bindingConditions``, ``bindingFailureConditions``, ``bindsToNode``, the
 claim's ``status.devices``) and DeviceClass ``extendedResourceName``.
 
-What is left out, and why: the alpha fields of 1.37 that are off by default
-and that the API server drops while their gates are off (list-typed
-attributes, derived attributes, compatibility groups, node-allocatable
-resources, ``partitionTypeAttribute``, ``skipNodeOperations``).
+Alpha fields of 1.37 that are off by default are decoded where the
+allocator must recognise them to refuse or skip what uses them, as upstream
+does with their gates off (list-typed attribute values, compatibility
+groups); the rest the API server drops while their gates are off is left out
+(derived attributes, node-allocatable resources, ``partitionTypeAttribute``,
+``skipNodeOperations``).
 
 Resource quantities stay as written ("40Gi", 8); :mod:`berth.cluster.resources`
 parses them.

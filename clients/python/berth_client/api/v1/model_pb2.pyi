@@ -2602,7 +2602,9 @@ class Device(_message.Message):
     """Per-device node selection (only with per_device_node_selection)."""
     all_nodes: _builtins.bool
     binds_to_node: _builtins.bool
-    """Alpha in v1.34 and off: a device using them is never allocated."""
+    """DRADeviceBindingConditions (beta and on from v1.35; off before, when a
+    device using them is never allocated).
+    """
     allow_multiple_allocations: _builtins.bool
     @_builtins.property
     def attributes(self) -> _containers.MessageMap[_builtins.str, Global___DeviceAttribute]:
