@@ -26,7 +26,14 @@ from berth.adapters.grpc.convert._common import (
     _term_from_pb,
     _term_to_pb,
 )
-from berth.adapters.grpc.convert.storage import _pvc_spec_from_pb, _pvc_spec_to_pb
+from berth.adapters.grpc.convert.storage import (
+    _aws_from_pb,
+    _aws_to_pb,
+    _gce_from_pb,
+    _gce_to_pb,
+    _pvc_spec_from_pb,
+    _pvc_spec_to_pb,
+)
 from berth.api.v1 import model_pb2 as pb
 from berth.cluster import model, storage
 
@@ -322,15 +329,9 @@ def _volume_from_pb(v: pb.Volume) -> model.Volume:
                 }
         out.ephemeral = model.EphemeralVolumeSource(volume_claim_template=tmpl)
     elif which == "gce_persistent_disk":
-        g = v.gce_persistent_disk
-        out.gce_persistent_disk = model.GCEPersistentDiskVolumeSource(
-            pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
-        )
+        out.gce_persistent_disk = _gce_from_pb(v.gce_persistent_disk)
     elif which == "aws_elastic_block_store":
-        a = v.aws_elastic_block_store
-        out.aws_elastic_block_store = model.AWSElasticBlockStoreVolumeSource(
-            volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
-        )
+        out.aws_elastic_block_store = _aws_from_pb(v.aws_elastic_block_store)
     elif which == "rbd":
         r = v.rbd
         out.rbd = model.RBDVolumeSource(
@@ -367,18 +368,10 @@ def _volume_to_pb(v: model.Volume) -> pb.Volume:
         )
     elif v.ephemeral is not None:
         out.ephemeral.CopyFrom(_claim_template_to_pb(v.ephemeral.volume_claim_template))
-    elif (g := v.gce_persistent_disk) is not None:
-        out.gce_persistent_disk.CopyFrom(
-            pb.GCEPersistentDiskVolumeSource(
-                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
-            )
-        )
-    elif (a := v.aws_elastic_block_store) is not None:
-        out.aws_elastic_block_store.CopyFrom(
-            pb.AWSElasticBlockStoreVolumeSource(
-                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
-            )
-        )
+    elif v.gce_persistent_disk is not None:
+        out.gce_persistent_disk.CopyFrom(_gce_to_pb(v.gce_persistent_disk))
+    elif v.aws_elastic_block_store is not None:
+        out.aws_elastic_block_store.CopyFrom(_aws_to_pb(v.aws_elastic_block_store))
     elif (r := v.rbd) is not None:
         out.rbd.CopyFrom(pb.RBDVolumeSource(monitors=r.monitors, image=r.image, pool=r.pool, read_only=r.read_only))
     elif (i := v.iscsi) is not None:

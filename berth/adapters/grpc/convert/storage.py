@@ -136,15 +136,9 @@ def pv_from_pb(v: pb.PersistentVolume, path: str = "") -> storage.PersistentVolu
                 driver=s.csi.driver, volume_handle=s.csi.volume_handle, read_only=s.csi.read_only
             )
         elif which == "gce_persistent_disk":
-            g = s.gce_persistent_disk
-            spec.gce_persistent_disk = model.GCEPersistentDiskVolumeSource(
-                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
-            )
+            spec.gce_persistent_disk = _gce_from_pb(s.gce_persistent_disk)
         elif which == "aws_elastic_block_store":
-            a = s.aws_elastic_block_store
-            spec.aws_elastic_block_store = model.AWSElasticBlockStoreVolumeSource(
-                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
-            )
+            spec.aws_elastic_block_store = _aws_from_pb(s.aws_elastic_block_store)
         elif which == "local":
             spec.local = storage.LocalVolumeSource(path=s.local.path)
         elif which == "host_path":
@@ -190,18 +184,10 @@ def pv_to_pb(v: storage.PersistentVolume) -> pb.PersistentVolume:
                 driver=s.csi.driver, volume_handle=s.csi.volume_handle, read_only=s.csi.read_only
             )
         )
-    elif (g := s.gce_persistent_disk) is not None:
-        spec.gce_persistent_disk.CopyFrom(
-            pb.GCEPersistentDiskVolumeSource(
-                pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
-            )
-        )
-    elif (a := s.aws_elastic_block_store) is not None:
-        spec.aws_elastic_block_store.CopyFrom(
-            pb.AWSElasticBlockStoreVolumeSource(
-                volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
-            )
-        )
+    elif s.gce_persistent_disk is not None:
+        spec.gce_persistent_disk.CopyFrom(_gce_to_pb(s.gce_persistent_disk))
+    elif s.aws_elastic_block_store is not None:
+        spec.aws_elastic_block_store.CopyFrom(_aws_to_pb(s.aws_elastic_block_store))
     elif s.local is not None:
         spec.local.CopyFrom(pb.LocalVolumeSource(path=s.local.path))
     elif s.host_path is not None:
@@ -287,4 +273,31 @@ def csi_node_to_pb(n: storage.CSINode) -> pb.CSINode:
                 for d in n.spec.drivers
             ]
         ),
+    )
+
+
+# In-tree disks: a pod's volume and a PersistentVolume carry the same sources.
+
+
+def _gce_from_pb(g: pb.GCEPersistentDiskVolumeSource) -> model.GCEPersistentDiskVolumeSource:
+    return model.GCEPersistentDiskVolumeSource(
+        pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+    )
+
+
+def _aws_from_pb(a: pb.AWSElasticBlockStoreVolumeSource) -> model.AWSElasticBlockStoreVolumeSource:
+    return model.AWSElasticBlockStoreVolumeSource(
+        volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
+    )
+
+
+def _gce_to_pb(g: model.GCEPersistentDiskVolumeSource) -> pb.GCEPersistentDiskVolumeSource:
+    return pb.GCEPersistentDiskVolumeSource(
+        pd_name=g.pd_name, fs_type=g.fs_type, partition=g.partition, read_only=g.read_only
+    )
+
+
+def _aws_to_pb(a: model.AWSElasticBlockStoreVolumeSource) -> pb.AWSElasticBlockStoreVolumeSource:
+    return pb.AWSElasticBlockStoreVolumeSource(
+        volume_id=a.volume_id, fs_type=a.fs_type, partition=a.partition, read_only=a.read_only
     )
