@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 
 from berth.cache.table import NodeTable
@@ -92,3 +93,29 @@ def demo_berth_serve(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+class Turns:
+    """How many turns the event loop made (:func:`counting_turns`)."""
+
+    count = 0
+
+
+@contextlib.asynccontextmanager
+async def counting_turns() -> AsyncIterator[Turns]:
+    """Count the loop's turns while the block runs: a step that holds the
+    loop is one turn however long it takes."""
+    turns = Turns()
+
+    async def count() -> None:
+        while True:
+            await asyncio.sleep(0)
+            turns.count += 1
+
+    counter = asyncio.create_task(count())
+    try:
+        yield turns
+    finally:
+        counter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await counter

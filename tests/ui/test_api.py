@@ -6,7 +6,6 @@ is read-only, and that a stopping server ends open event streams at once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -21,6 +20,7 @@ from berth.cluster import model
 from berth.quota.tree import LABEL_QUEUE
 from berth.testing import make_node, make_pod
 from tests.loop.conftest import Berth, make_config, running
+from tests.support import counting_turns
 
 Client = TestClient[Any, Any]
 
@@ -474,24 +474,12 @@ async def test_the_listing_is_built_in_slices_so_the_loop_keeps_turning(
 ) -> None:
     """With slices of no time each pod is a turn of its own; with long
     slices the whole walk is one."""
-    turns = 0
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
     pods = len(crowd.core.pods)
     for slice_seconds, most, least in ((0.0, 10 * pods, pods), (60.0, 2, 0)):
         monkeypatch.setattr(ui, "SLICE_SECONDS", slice_seconds)
-        turns = 0
-        counter = asyncio.create_task(count_turns())
-        listing = await ui.build_listing(crowd.core)
-        counter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await counter
-        assert least <= turns <= most, (slice_seconds, turns)
+        async with counting_turns() as turns:
+            listing = await ui.build_listing(crowd.core)
+        assert least <= turns.count <= most, (slice_seconds, turns.count)
         assert len(listing.rows) == 21  # every pod Berth schedules, whatever the slices
 
 

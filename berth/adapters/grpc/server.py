@@ -299,10 +299,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         scope = self._pods()
         if request.namespace and not await scope.admits(request.namespace):
             raise scope.denial(request.namespace)
-        rows = visibility.list_pods(
+        rows = await visibility.list_pods_in_slices(
             self.core, namespace=request.namespace or None, queue=request.queue or None, phase=request.phase or None
         )
-        return convert.pod_rows_to_pb(await scope.filter(rows, lambda r: r.namespace))
+        rows = await scope.filter(rows, lambda r: r.namespace)
+        answer = scheduler_pb2.ListPodsResponse()
+        for start in range(0, len(rows), _ROWS_A_SLICE):  # 50 000 rows are ~0.26 s of messages
+            await asyncio.sleep(0)
+            answer.pods.extend(convert.pod_row_to_pb(r) for r in rows[start : start + _ROWS_A_SLICE])
+        return answer
 
     async def ListPodGroups(
         self, request: scheduler_pb2.ListPodGroupsRequest, context: Any
@@ -352,6 +357,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
         )
         return convert.whatif_to_pb(answer)
 
+
+#: ListPods' rows converted between two turns of the loop (~5 ms).
+_ROWS_A_SLICE = 1000
 
 #: Every queue, cluster-wide (the Queue resource is cluster-scoped).
 QUEUES_LIST = access.Attributes("list", "queues", "berth.dev")

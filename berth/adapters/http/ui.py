@@ -307,21 +307,10 @@ async def build_listing(core: Core) -> Listing:
     built a slice of :data:`SLICE_SECONDS` at a time: the loop goes on
     between slices, so a row is its pod's as the walk reached it."""
     loop = asyncio.get_running_loop()
-    positions = visibility._positions(core)
-    pods = iter(core.pods.all())
     rows: list[Listed] = []
-    while True:
-        await asyncio.sleep(0)
-        started = time.perf_counter()
-        for pod in pods:
-            for p, phase, node in visibility._ours(core, (pod,)):
-                row = visibility._row(core, p, phase, node, positions)
-                gang = visibility.gang_of(core, p)
-                rows.append(Listed(row, visibility.gang_id(gang) if gang else "", natural_key(row.key)))
-            if time.perf_counter() - started >= SLICE_SECONDS:
-                break
-        else:
-            break
+    async for p, row in visibility.walk_rows(core, core.pods.all(), slice_seconds=SLICE_SECONDS):
+        gang = visibility.gang_of(core, p)
+        rows.append(Listed(row, visibility.gang_id(gang) if gang else "", natural_key(row.key)))
     rows.sort(key=lambda i: i.key)
     return Listing(rows, {i.row.key: i for i in rows}, loop.time())
 

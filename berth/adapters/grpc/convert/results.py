@@ -144,25 +144,25 @@ def queue_status_to_pb(q: QueueStatus, reclaims: int = 0, reservations: Sequence
 
 def pod_rows_to_pb(rows: list[PodRow]) -> spb.ListPodsResponse:
     """``berth get pods``' rows."""
-    return spb.ListPodsResponse(
-        pods=[
-            spb.PodRow(
-                namespace=r.namespace,
-                name=r.name,
-                uid=r.uid,
-                queue=r.queue,
-                phase=r.phase,
-                node=r.node,
-                nominated_node=r.nominated_node,
-                attempts=r.attempts,
-                created_ms=int(r.created * 1000),
-                reason=r.reason,
-                position=r.position,
-                priority=r.priority,
-                requests=r.requests,
-            )
-            for r in rows
-        ]
+    return spb.ListPodsResponse(pods=[pod_row_to_pb(r) for r in rows])
+
+
+def pod_row_to_pb(r: PodRow) -> spb.PodRow:
+    """One row of ``berth get pods``."""
+    return spb.PodRow(
+        namespace=r.namespace,
+        name=r.name,
+        uid=r.uid,
+        queue=r.queue,
+        phase=r.phase,
+        node=r.node,
+        nominated_node=r.nominated_node,
+        attempts=r.attempts,
+        created_ms=int(r.created * 1000),
+        reason=r.reason,
+        position=r.position,
+        priority=r.priority,
+        requests=r.requests,
     )
 
 
