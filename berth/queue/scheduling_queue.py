@@ -579,13 +579,26 @@ class SchedulingQueue:
                     return True
         return False
 
-    def on_event(self, event: fw.ClusterEvent, *, pred: Callable[[fw.QueuedPodInfo], bool] | None = None) -> int:
-        """MoveAllToActiveOrBackoffQueue: wake the pods this event may help."""
+    def on_event(
+        self,
+        event: fw.ClusterEvent,
+        *,
+        pred: Callable[[fw.QueuedPodInfo], bool] | None = None,
+        uids: Iterable[str] | None = None,
+    ) -> int:
+        """MoveAllToActiveOrBackoffQueue: wake the pods this event may help
+        (``uids``: only these, when the caller knows who the event concerns —
+        a gang's members: a scan of every parked pod per added member made a
+        feed of gang pods quadratic)."""
         self._move_request_cycle = self.scheduling_cycle
         moved = 0
         now = self._clock()
         label = ""
-        for e in list(self._parked.values()):
+        if uids is None:
+            candidates = list(self._parked.values())
+        else:
+            candidates = [e for e in map(self._parked.get, uids) if e is not None]
+        for e in candidates:
             if not self._interested(e.qpi, event) or (pred is not None and not pred(e.qpi)):
                 continue
             if not label:

@@ -473,11 +473,12 @@ class Scheduler:
             )
 
     def _wake_gang(self, pod: model.Pod) -> None:
+        """A new member may complete its gang: wake its parked siblings (the
+        gang index knows them; scanning every parked pod was quadratic)."""
         key = gang_key(self.core, pod)
         if key is not None:
-            self.queue.on_event(
-                fw.ClusterEvent("Pod", fw.ActionType.ADD), pred=lambda q: gang_key(self.core, q.pod) == key
-            )
+            siblings = [m.metadata.uid for m in self.core.gangs.members(key)]
+            self.queue.on_event(fw.ClusterEvent("Pod", fw.ActionType.ADD), uids=siblings)
 
     # ------------------------------------------------------------ the loop
 

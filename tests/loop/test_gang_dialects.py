@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from berth.cluster import model
+from berth.queue.scheduling_queue import SchedulingQueue
 from berth.testing import make_node, make_pod
 from tests.loop.conftest import Berth, make_config, running
 
@@ -293,3 +294,32 @@ async def test_queue_keys_and_aliases_put_pods_in_berth_queues_and_reload() -> N
         assert quota.leaf_of(kueue) == ("", "")  # unqueued: no queue matches its namespace
         assert quota.leaf_of(yk) == ("", "")
         assert quota.leaf_of(volcano) == ("research", "")  # its PodGroup still names it
+
+
+async def test_a_new_member_wakes_only_its_own_gang_so_a_feed_of_gangs_stays_linear(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each arriving member wakes its parked siblings, looked up in the gang
+    index; scanning every parked pod per member made 4000 gang pods take 36 s
+    to feed. The queue looks at no more pods than the members have siblings."""
+    looked = 0
+    real = SchedulingQueue._interested
+
+    def counted(self: SchedulingQueue, qpi: Any, event: Any) -> bool:
+        nonlocal looked
+        looked += 1
+        return real(self, qpi, event)
+
+    monkeypatch.setattr(SchedulingQueue, "_interested", counted)
+    gangs, size = 60, 5
+    async with running() as berth:
+        berth.cluster.upsert_nodes([make_node("n", cpu="1", pods=110)])  # room for no gang
+        berth.cluster.upsert_pods(
+            [
+                member(f"g{g}-{i}", labels={"scheduling.x-k8s.io/pod-group": f"g{g}"})
+                for g in range(gangs)
+                for i in range(size)
+            ]
+        )
+        await asyncio.sleep(1)
+    assert looked <= gangs * size * size  # a scan per member would be ~ (gangs * size)**2 / 2 = 45 000
