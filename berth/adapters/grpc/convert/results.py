@@ -27,7 +27,6 @@ __all__ = [
     "explanation_to_pb",
     "node_summaries_to_pb",
     "pod_group_rows_to_pb",
-    "pod_rows_to_pb",
     "queue_state_to_pb",
     "queue_status_to_pb",
     "whatif_to_pb",
@@ -140,11 +139,6 @@ def queue_status_to_pb(q: QueueStatus, reclaims: int = 0, reservations: Sequence
         reclaim_preemptions=reclaims,
         reservations=list(reservations),
     )
-
-
-def pod_rows_to_pb(rows: list[PodRow]) -> spb.ListPodsResponse:
-    """``berth get pods``' rows."""
-    return spb.ListPodsResponse(pods=[pod_row_to_pb(r) for r in rows])
 
 
 def pod_row_to_pb(r: PodRow) -> spb.PodRow:
