@@ -33,6 +33,25 @@ class Nominator:
         for listener in self.listeners:
             listener(pod, node)
 
+    def update(self, old_node: str, pod: PodInfo) -> None:
+        """A pod's update from the cluster (``updateNominatedPodUnlocked``,
+        backend/queue/nominator.go v1.37.2): its nomination becomes the one
+        the update carries — added, moved or removed — except when neither
+        the old nor the new object names a node, where the nomination kept
+        here (made in this process, its write not yet seen back) stays. An
+        update that removes ``status.nominatedNodeName`` removes it here too,
+        so a watch event of an earlier write, arriving after the nomination
+        was cleared here, is undone by the event of the clearing write."""
+        node = pod.pod.status.nominated_node_name
+        if not node and not old_node:
+            node = self._node_of.get(pod.uid, "")
+            if not node:
+                return
+        if node:
+            self.add(pod, node)
+        else:
+            self.delete(pod.uid)
+
     def _drop(self, uid: str) -> PodInfo | None:
         node = self._node_of.pop(uid, None)
         if node is None:

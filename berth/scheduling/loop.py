@@ -344,8 +344,7 @@ class Scheduler:
         # (model.share_containers makes a ReplicaSet's pods share them):
         # PodInfo.of checks that identity, and the requests derive from nothing else.
         pi = self._last_info = PodInfo.of(pod, like=self._last_info)
-        if pod.status.nominated_node_name:
-            self.queue.nominator.add(pi, pod.status.nominated_node_name)
+        self.queue.nominator.update(old.status.nominated_node_name if old is not None else "", pi)
         was = self.queue.phase(uid)
         if was:
             self.queue.update(pi)
@@ -759,10 +758,22 @@ class Scheduler:
         self._failure(fwk, qpi, cycle, message, reasons=reasons, started=started, nominated=nominating)
 
     def _requeue(
-        self, fwk: Framework, qpi: fw.QueuedPodInfo, cycle: int, st: fw.Status, started: float, node: str
+        self,
+        fwk: Framework,
+        qpi: fw.QueuedPodInfo,
+        cycle: int,
+        st: fw.Status,
+        started: float,
+        node: str,
+        *,
+        nominated: bool = False,
     ) -> None:
         """A failure after assume (Reserve, Permit, the binding cycle): the
-        pod returns to the queue, its nomination cleared (clearNominatedNode).
+        pod returns to the queue, its nomination cleared (clearNominatedNode)
+        — written even when the pod as last seen names no node, if the
+        binding cycle wrote one (``nominated``): its watch event may not have
+        arrived yet, and a nomination left on the object would keep the
+        node's room for a pod that no longer goes there.
         A rejection reads as a FitError on the one node (schedule_one.go:
         ``0/1 nodes are available: 1 <reason>.``) and parks the pod for its
         plugin's events; anything else is an error, retried after backoff."""
@@ -783,7 +794,9 @@ class Scheduler:
             message = st.message() or "scheduling failed"
         qpi.info = PodInfo.of(current)
         self.queue.add_back(qpi, cycle, error=not st.is_rejection)
-        self._record_failure(fwk, qpi, message, [st], started, error=not st.is_rejection, nominated="")
+        self._record_failure(
+            fwk, qpi, message, [st], started, error=not st.is_rejection, nominated="", written=node if nominated else ""
+        )
 
     def _failure(
         self,
@@ -813,16 +826,24 @@ class Scheduler:
         *,
         error: bool = False,
         nominated: str | None = None,
+        written: str = "",
     ) -> None:
         """Count and report a failed attempt. ``nominated``: the pod's new
         nomination ("" clears it, None leaves it), kept by the nominator and
         written with the report when it differs from the pod's
-        (handleSchedulingFailure's AddNominatedPod and updatePod)."""
+        (handleSchedulingFailure's AddNominatedPod and updatePod), or from
+        ``written``, the node this process wrote last, which the pod as seen
+        here may not show yet."""
         pod = qpi.info
         if nominated == "":
             self.queue.nominator.delete(pod.uid)
         current = self.core.pods.get(pod.uid)
-        if nominated is not None and current is not None and current.status.nominated_node_name == nominated:
+        if (
+            nominated is not None
+            and current is not None
+            and current.status.nominated_node_name == nominated
+            and written in ("", nominated)
+        ):
             nominated = None  # nothing to write
         result = "error" if error else "unschedulable"
         self._count_attempt(result, fwk.name, started)
@@ -857,6 +878,7 @@ class Scheduler:
         when it has work), Bind; any failure unreserves, forgets and requeues."""
         core = self.core
         feats = self.features
+        nominated = False  # whether this cycle wrote the pod's nominatedNodeName
         try:
             st = fw.SUCCESS
             pre_flight = fw.Status(fw.Code.SKIP)
@@ -867,6 +889,7 @@ class Scheduler:
                     if permit is not None:  # no longer waited on: drop it
                         self.waiting.reject(pod.uid, "", pre_flight.message())
                 elif pre_flight.ok or permit is not None:
+                    nominated = True
                     await core.client.nominate_now(pod.pod, node)
             if st.ok and permit is not None:
                 waited = core.clock()
@@ -895,7 +918,7 @@ class Scheduler:
             log.exception("binding %s to %s", pod.key, node)
             st = fw.Status.error(str(e))
         if not st.ok:
-            self._binding_failed(fwk, state, qpi, pod, node, st, cycle, started)
+            self._binding_failed(fwk, state, qpi, pod, node, st, cycle, started, nominated=nominated)
             return
         core.cache.finish_binding(pod.uid)
         self._count_attempt("scheduled", fwk.name, started)
@@ -915,6 +938,8 @@ class Scheduler:
         st: fw.Status,
         cycle: int,
         started: float,
+        *,
+        nominated: bool = False,
     ) -> None:
         """handleBindingCycleError: unreserve and forget the pod, requeue it,
         and — its room being free again, as after a deletion — wake the
@@ -926,7 +951,7 @@ class Scheduler:
         if forgotten:
             core.cache.forget_pod(pod.uid)
         self.emit(Kind.BIND_FAILED, pod.pod, node=node, message=st.message(), attempts=qpi.attempts)
-        self._requeue(fwk, qpi, cycle, st, started, node)
+        self._requeue(fwk, qpi, cycle, st, started, node, nominated=nominated)
         if forgotten:
             uid = pod.uid
             self.queue.on_event(fw.ClusterEvent("AssignedPod", fw.ActionType.DELETE), pred=lambda q: q.info.uid != uid)

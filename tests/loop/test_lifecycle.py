@@ -234,6 +234,73 @@ async def test_the_nominated_node_is_written_before_a_wait_at_permit_or_pre_bind
         assert berth.cluster.pods["default/p"].status.nominated_node_name == written
 
 
+def with_nomination(pod: model.Pod, node: str) -> model.Pod:
+    return msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, nominated_node_name=node))
+
+
+async def test_an_update_that_clears_the_nominated_node_frees_its_room() -> None:
+    """The watch event of the write that nominated a pod (made before it
+    waited at Permit) can arrive after the rejection cleared the nomination
+    in memory; the clearing write's own event must undo it
+    (updateNominatedPodUnlocked, backend/queue/nominator.go v1.37.2), or the
+    node keeps room for a pod that no longer goes there. Seen on the real
+    control plane: a gang's second attempt found its node full of its own
+    members' stale nominations."""
+    async with running(make_config(kubernetesVersion="1.37")) as berth:
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        parked = berth_pod("parked", requests={"cpu": "1"}, spec={"nodeSelector": {"pool": "none"}})
+        berth.pods(parked)
+        await berth.settle()
+        berth.pods(with_nomination(berth.cluster.pods["default/parked"], "n0"))  # the late event
+        assert berth.scheduler.queue.nominator.node_of("uid-default-parked") == "n0"
+        berth.pods(with_nomination(berth.cluster.pods["default/parked"], ""))  # the clearing write's
+        assert berth.scheduler.queue.nominator.node_of("uid-default-parked") == ""
+        berth.pods(berth_pod("next", requests={"cpu": "2"}))
+        await berth.settle()
+        assert berth.node_of("default/next") == "n0"
+
+
+async def test_a_rejected_pod_clears_the_nomination_written_before_its_watch_event_arrives() -> None:
+    """The pod waited at Permit with its nominatedNodeName written, and was
+    rejected before the watch brought that write back: the failure still
+    clears it, though the pod as last seen names no node."""
+    async with running(config("1.37", HoldAtPermit)) as berth:  # type: ignore[arg-type]
+        writes: list[tuple[str, str]] = []
+
+        async def nominate(pod: model.Pod, node: str) -> None:
+            writes.append((pod.key, node))  # written; its watch event not delivered
+
+        berth.cluster.nominate = nominate  # type: ignore[method-assign]
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        berth.pods(berth_pod("p", requests={"cpu": "1"}, labels=HOLD))
+        await asyncio.sleep(1)
+        assert writes == [("default/p", "n0")]
+        assert berth.core.waiting.reject("uid-default-p", "HoldAtPermit", "the gang cannot be completed")
+        await berth.settle()
+        assert writes == [("default/p", "n0"), ("default/p", "")]
+        assert berth.scheduler.queue.nominator.node_of("uid-default-p") == ""
+
+
+async def test_a_nomination_made_here_survives_an_update_that_names_no_node() -> None:
+    """Neither the old nor the new object names a node: the nomination this
+    process made and has not yet seen written stays (nominator.go's one
+    case of keeping it)."""
+    async with running(make_config(kubernetesVersion="1.37")) as berth:
+        berth.nodes(make_node("n0", cpu="2", pods=110))
+        berth.pods(berth_pod("parked", requests={"cpu": "1"}, spec={"nodeSelector": {"pool": "none"}}))
+        await berth.settle()
+        nominator = berth.scheduler.queue.nominator
+        info = PodInfo.of(berth.cluster.pods["default/parked"])
+        nominator.add(info, "n0")  # in memory only, as preemption does before its write
+        relabelled = berth.cluster.pods["default/parked"]
+        relabelled = msgspec.structs.replace(
+            relabelled, metadata=msgspec.structs.replace(relabelled.metadata, labels={"x": "y"})
+        )
+        berth.pods(relabelled)
+        assert nominator.node_of("uid-default-parked") == "n0"
+        assert nominator.pods_on("n0")[0].pod.metadata.labels == {"x": "y"}  # the pointer follows
+
+
 async def test_nothing_is_written_before_binding_when_neither_permit_nor_pre_bind_waits() -> None:
     async with running(config("1.37", SlowPreBind)) as berth:  # type: ignore[arg-type]
         nominations: list[tuple[str, str]] = []

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from berth.cache.infos import PodInfo
@@ -263,6 +264,31 @@ def test_the_nominator_keeps_one_node_per_pod() -> None:
     assert n.nodes() == ["n2"]
     n.delete(a.uid)
     assert n.nodes() == [] and n.node_of(a.uid) == ""
+
+
+@pytest.mark.parametrize(
+    ("kept", "old", "new", "after"),
+    [
+        # updateNominatedPodUnlocked (backend/queue/nominator.go v1.37.2)
+        ("", "", "n1", "n1"),  # added
+        ("n1", "n1", "n2", "n2"),  # moved
+        ("n1", "n1", "", ""),  # removed
+        ("n1", "", "", "n1"),  # made here, not yet written: kept
+        ("", "", "", ""),  # never nominated
+        ("n1", "", "n2", "n2"),  # another writer's nomination wins
+    ],
+)
+def test_a_pod_update_sets_the_nomination_as_kube_scheduler_does(kept: str, old: str, new: str, after: str) -> None:
+    n = Nominator()
+    a = pod("a")
+    if kept:
+        n.add(a, kept)
+    obj = make_pod("a")
+    status = msgspec.structs.replace(obj.status, nominated_node_name=new)
+    updated = PodInfo.of(msgspec.structs.replace(obj, status=status))
+    n.update(old, updated)
+    assert n.node_of(a.uid) == after
+    assert [p.key for p in n.pods_on(after)] == (["default/a"] if after else [])
 
 
 def test_positions_follow_every_change_of_the_queue() -> None:
