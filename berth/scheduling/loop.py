@@ -463,13 +463,13 @@ class Scheduler:
 
     def _wake_scheduling_group(self, pod: model.Pod) -> None:
         """A new member of a Workload API group may complete its minCount
-        (GangScheduling's UnscheduledPod/Add hint: same group only)."""
+        (GangScheduling's UnscheduledPod/Add hint: same group only). The
+        group store's member index names them; scanning every parked pod
+        per new member was quadratic."""
         key = workload_api.group_of(pod, self.features.version)
         if key is not None:
-            self.queue.on_event(
-                fw.ClusterEvent("Pod", fw.ActionType.ADD),
-                pred=lambda q: workload_api.group_of(q.pod, self.features.version) == key,
-            )
+            siblings = [m.metadata.uid for m in self.core.scheduling_groups.members(key)]
+            self.queue.on_event(fw.ClusterEvent("Pod", fw.ActionType.ADD), uids=siblings)
 
     def _wake_gang(self, pod: model.Pod) -> None:
         """A new member may complete its gang: wake its parked siblings (the

@@ -17,6 +17,7 @@ import pytest
 from berth import app, config
 from berth.cluster import model
 from berth.framework.decision import Decision
+from berth.queue.scheduling_queue import SchedulingQueue
 
 HERE = Path(__file__).parent
 
@@ -91,3 +92,24 @@ async def berth() -> AsyncIterator[Berth]:
 
 def keys(pods: Iterable[model.Pod]) -> list[str]:
     return [p.key for p in pods]
+
+
+class Looks:
+    """How many parked pods the queue asked an event's interest of."""
+
+    count = 0
+
+
+@pytest.fixture
+def queue_looks(monkeypatch: pytest.MonkeyPatch) -> Looks:
+    """Counts :meth:`SchedulingQueue._interested` calls: a wake-up that scans
+    every parked pod shows here as a count that grows with the pods fed."""
+    looks = Looks()
+    real = SchedulingQueue._interested
+
+    def counted(self: SchedulingQueue, qpi: Any, event: Any) -> bool:
+        looks.count += 1
+        return real(self, qpi, event)
+
+    monkeypatch.setattr(SchedulingQueue, "_interested", counted)
+    return looks

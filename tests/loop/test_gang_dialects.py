@@ -11,9 +11,8 @@ import msgspec
 import pytest
 
 from berth.cluster import model
-from berth.queue.scheduling_queue import SchedulingQueue
 from berth.testing import make_node, make_pod
-from tests.loop.conftest import Berth, make_config, running
+from tests.loop.conftest import Berth, Looks, make_config, running
 
 
 def said(berth: Berth, key: str) -> str:
@@ -296,21 +295,10 @@ async def test_queue_keys_and_aliases_put_pods_in_berth_queues_and_reload() -> N
         assert quota.leaf_of(volcano) == ("research", "")  # its PodGroup still names it
 
 
-async def test_a_new_member_wakes_only_its_own_gang_so_a_feed_of_gangs_stays_linear(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_new_member_wakes_only_its_own_gang_so_a_feed_of_gangs_stays_linear(queue_looks: Looks) -> None:
     """Each arriving member wakes its parked siblings, looked up in the gang
     index; scanning every parked pod per member made 4000 gang pods take 36 s
     to feed. The queue looks at no more pods than the members have siblings."""
-    looked = 0
-    real = SchedulingQueue._interested
-
-    def counted(self: SchedulingQueue, qpi: Any, event: Any) -> bool:
-        nonlocal looked
-        looked += 1
-        return real(self, qpi, event)
-
-    monkeypatch.setattr(SchedulingQueue, "_interested", counted)
     gangs, size = 60, 5
     async with running() as berth:
         berth.cluster.upsert_nodes([make_node("n", cpu="1", pods=110)])  # room for no gang
@@ -322,4 +310,4 @@ async def test_a_new_member_wakes_only_its_own_gang_so_a_feed_of_gangs_stays_lin
             ]
         )
         await asyncio.sleep(1)
-    assert looked <= gangs * size * size  # a scan per member would be ~ (gangs * size)**2 / 2 = 45 000
+    assert queue_looks.count <= gangs * size * size  # a scan per member would be ~ (gangs * size)**2 / 2 = 45 000

@@ -7,7 +7,7 @@ import asyncio
 from berth.cluster import model, workload_api
 from berth.plugins.gangscheduling import MAX_BACKOFF_SECONDS
 from berth.testing import make_node, make_pod
-from tests.loop.conftest import Berth, make_config, running
+from tests.loop.conftest import Berth, Looks, make_config, running
 
 GATES = {"featureGates": {"GenericWorkload": True}}
 
@@ -96,3 +96,23 @@ async def test_without_generic_workload_the_reference_is_ignored() -> None:
         berth.pods(member("m0", "g", "1"))
         await berth.settle()
         assert berth.bound() == {"default/m0": "n0"}
+
+
+async def test_a_new_member_wakes_only_its_own_group_so_a_feed_of_groups_stays_linear(queue_looks: Looks) -> None:
+    """Each arriving member wakes its group's parked members, looked up in
+    the group store's member index; a scan of every parked pod per member
+    was quadratic in the pods fed."""
+    groups, size = 60, 5
+    async with running(make_config(**GATES)) as berth:
+        berth.nodes(make_node("n0", cpu="500m", pods=110))  # room for no member
+        for g in range(groups):
+            add_group(berth, f"g{g}", min_count=size)
+        # All but one member of each group: held at PreEnqueue (parked)...
+        berth.pods(*(member(f"g{g}-{i}", f"g{g}", "1") for g in range(groups) for i in range(size - 1)))
+        await berth.settle()
+        assert berth.scheduler.queue.counts()["gated"] == groups * (size - 1)
+        queue_looks.count = 0
+        # ... then each group's last: every one wakes its own group only.
+        berth.pods(*(member(f"g{g}-{size - 1}", f"g{g}", "1") for g in range(groups)))
+        await asyncio.sleep(1)
+    assert queue_looks.count <= groups * size  # a scan per member: 60 x 240 parked pods = 14 400
