@@ -131,6 +131,11 @@ class HttpConfig(_Cfg):
     read_header_timeout_seconds: float = 10.0
     #: The whole body must arrive within this (ReadTimeout).
     read_timeout_seconds: float = 60.0
+    #: The longest one request may take, body included (kube-apiserver's
+    #: ``--request-timeout``, 1m): past it its work stops and the answer is
+    #: 504. A caller that goes away stops its request too; a ``bind`` is
+    #: finished all the same.
+    request_timeout_seconds: float = 60.0
     #: Who may call the extender verbs (filter, prioritize, preempt, bind).
     auth: HttpAuthConfig = msgspec.field(default_factory=HttpAuthConfig)
 
@@ -267,6 +272,9 @@ class UiConfig(_Cfg):
     #: localhost, 127.0.0.1, [::1] and ``ui.host``, with any port (kubectl
     #: proxy's ``--accept-hosts`` default).
     allowed_hosts: list[str] = []
+    #: The longest one request may take (as ``http.requestTimeoutSeconds``);
+    #: the decision stream is not bounded.
+    request_timeout_seconds: float = 60.0
     auth: UiAuthConfig = msgspec.field(default_factory=UiAuthConfig)
     #: Outside Kubernetes, a dashboard listening beyond loopback without
     #: ``auth.tokenFile`` refuses to start unless this says it may be open
@@ -547,6 +555,8 @@ def validate(cfg: BerthConfiguration) -> None:
         ("http.idleTimeoutSeconds", cfg.http.idle_timeout_seconds),
         ("http.readHeaderTimeoutSeconds", cfg.http.read_header_timeout_seconds),
         ("http.readTimeoutSeconds", cfg.http.read_timeout_seconds),
+        ("http.requestTimeoutSeconds", cfg.http.request_timeout_seconds),
+        ("ui.requestTimeoutSeconds", cfg.ui.request_timeout_seconds),
         ("grpc.idleTimeoutSeconds", cfg.grpc.idle_timeout_seconds),
         ("grpc.requestTimeoutSeconds", cfg.grpc.request_timeout_seconds),
     ):

@@ -58,6 +58,34 @@ async def test_requests_enter_in_order_width_per_turn_with_other_work_between(wi
     assert max(runs) == width  # never more than width at once; the other door ran between
 
 
+@pytest.mark.parametrize("budget", [0.0, turnstile.EXTENDER_BUDGET_SECONDS])
+@pytest.mark.parametrize("where", ["waiting", "inside"])
+async def test_a_request_stopped_at_the_turnstile_leaves_no_seat_taken(where: str, budget: float) -> None:
+    """A request whose caller went away (or whose time ran out) is cancelled
+    waiting for its turn or while inside: the next request still gets in."""
+    gate = Turnstile(1, budget=budget)
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with gate:
+            holding.set()
+            await release.wait()
+
+    first = asyncio.create_task(holder())
+    await holding.wait()
+    stopped = asyncio.create_task(holder()) if where == "waiting" else first
+    await asyncio.sleep(0)
+    stopped.cancel()
+    release.set()
+    await asyncio.gather(first, stopped, return_exceptions=True)
+
+    async def after() -> str:
+        async with gate:
+            return "in"
+
+    assert await asyncio.wait_for(after(), 1) == "in"
+
+
 async def test_a_saturated_extender_port_does_not_block_a_grpc_explain(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {"http": {"host": "127.0.0.1", "port": 0}, "grpc": {"host": "127.0.0.1", "port": 0}}
     berth = app.build(config.parse(doc))

@@ -43,8 +43,8 @@ import msgspec
 from aiohttp import web
 
 from berth import access, errors
+from berth.adapters.http import budget, security, signin, ui
 from berth.adapters.http import errors as http_errors
-from berth.adapters.http import security, signin, ui
 from berth.framework.decision import Decision
 from berth.scheduling import visibility
 from berth.scheduling.core import Core
@@ -160,7 +160,12 @@ def build_app(
 
     app = web.Application(
         client_max_size=MAX_LOGIN_BYTES,
-        middlewares=[host_check, http_errors.middleware, authenticate],
+        middlewares=[
+            host_check,
+            http_errors.middleware,
+            budget.middleware(core.cfg.ui.request_timeout_seconds, "ui.requestTimeoutSeconds"),
+            authenticate,
+        ],
         handler_args=handler_args,
     )
     app[DOOR] = door
@@ -275,6 +280,7 @@ def _add_routes(app: web.Application, core: Core, door: signin.Door) -> None:
             kw["namespaces"] = lambda ns: bool(scope.admits_known(ns))
         return ui.gangs_page(core, listing, **kw)
 
+    @budget.long_running
     async def decisions(request: web.Request) -> web.StreamResponse:
         return await _decisions(request, core, door, app)
 

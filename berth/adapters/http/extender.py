@@ -44,6 +44,7 @@ uses; no protobuf is involved.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -657,6 +658,11 @@ def _guard(
         except http_body.Disconnected as e:  # nobody to answer; not a bug, and any client can cause it
             log.debug("extender %s: %s", verb, e)
             return http_errors.answer(HTTPStatus.BAD_REQUEST, f"{verb}: {e}")
+        except asyncio.CancelledError:
+            if request.transport is None or request.transport.is_closing():
+                # The caller went away (the runner cancels its handler): not a bug either.
+                log.debug("extender %s: the client went away; the request was stopped", verb)
+            raise
         except Exception:  # a bug: logged once with its traceback; the service stays up
             log.exception("extender %s failed", verb)
             return http_errors.internal_error(f"{verb}: ")
@@ -674,6 +680,12 @@ def _guard(
         return resp
 
     return wrapped
+
+
+def _log_abandoned_bind(task: asyncio.Future[str]) -> None:
+    """A bind whose request was stopped may still fail: say so, once."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("extender bind failed after its request was stopped", exc_info=task.exception())
 
 
 def add_routes(app: web.Application, core: Core, verbs: Extender, door: security.ExtenderDoor | None = None) -> None:
@@ -725,7 +737,15 @@ def add_routes(app: web.Application, core: Core, verbs: Extender, door: security
 
     async def bind(body: bytes) -> web.Response:
         args = _bind_request(body)
-        error = await verbs.bind(args["namespace"], args["name"], args["uid"], args["node"])
+        # A bind is finished even when its caller goes away or its time is up:
+        # a Binding sent and then abandoned is worse than an answer nobody
+        # reads (the informer then tells what became of the pod).
+        task = asyncio.ensure_future(verbs.bind(args["namespace"], args["name"], args["uid"], args["node"]))
+        try:
+            error = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_log_abandoned_bind)
+            raise
         return _response(_encoder.encode({"Error": error}))
 
     for verb, handler in (("filter", filter_), ("prioritize", prioritize), ("preempt", preempt), ("bind", bind)):

@@ -9,8 +9,10 @@ aiohttp's ``keepalive_timeout``); once a request's first byte arrives (or
 the connection opens) its request line and headers must be in within
 ``http.readHeaderTimeoutSeconds`` (``ReadHeaderTimeout``), else the answer is
 408 and the connection closes; the extender reads bodies within
-``http.readTimeoutSeconds`` (``body.read``). Every error answer, down to an
-unparsable request line, is ``{"Error": ...}`` JSON (``errors``).
+``http.readTimeoutSeconds`` (``body.read``); a request, body included, is
+stopped after ``http.requestTimeoutSeconds`` with a 504 (``budget``), or as
+soon as its caller goes away. Every error answer, down to an unparsable
+request line, is ``{"Error": ...}`` JSON (``errors``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from berth.adapters.http import dashboard, errors, extender, security, ui
+from berth.adapters.http import budget, dashboard, errors, extender, security, ui
 from berth.scheduling.core import Core
 from berth.scheduling.verbs import Extender
 
@@ -35,6 +37,7 @@ __all__ = ["build_app", "start", "start_dashboard", "stop"]
 #: Go waits 500 ms (``rstAvoidanceDelay`` in net/http/server.go); aiohttp's
 #: default of 10 s would keep a slow sender's connection for that long.
 LINGER_SECONDS = 0.5
+REQUEST_TIMEOUT_KEY = "http.requestTimeoutSeconds"
 
 
 class _Draining:
@@ -63,7 +66,7 @@ def build_app(core: Core, verbs: Extender, door: security.ExtenderDoor | None = 
     # request.read()/post() should any other route ever call them.
     app = web.Application(
         client_max_size=core.cfg.http.max_body_bytes,
-        middlewares=[errors.middleware],
+        middlewares=[errors.middleware, budget.middleware(core.cfg.http.request_timeout_seconds, REQUEST_TIMEOUT_KEY)],
         handler_args=handler_args(core),
     )
     _draining(app)
@@ -249,8 +252,12 @@ class _Runner(web.AppRunner):
 
 def make_runner(app: web.Application, core: Core, **kwargs: Any) -> web.AppRunner:
     """The AppRunner Berth serves ``app`` with: its connections time out slow
-    headers and answer protocol-level errors in JSON. Test servers that
-    should behave like ``berth serve`` wrap their app in it too."""
+    headers and answer protocol-level errors in JSON, and a caller that goes
+    away cancels its request's handler (aiohttp's ``handler_cancellation``,
+    off by default: Go's http.Server cancels the request's context the same
+    way). Test servers that should behave like ``berth serve`` wrap their
+    app in it too."""
+    kwargs.setdefault("handler_cancellation", True)
     return _Runner(app, read_header_timeout=core.cfg.http.read_header_timeout_seconds, **kwargs)
 
 
