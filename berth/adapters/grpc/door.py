@@ -20,13 +20,16 @@ How:
   Berth's loop*: the call's context variables (the caller), its fairness seat
   and its stream subscription live where the rest of Berth does, and no
   Berth object is touched from the door's thread.
-- The handler sees a :class:`_Context`: reading the call (peer, metadata,
-  credentials, deadline) and setting its status go straight to grpc's call
-  object (plain reads and writes of call state); what must run on grpc's loop
-  crosses back — ``write`` is run there, ``abort`` is raised as
-  :class:`_Aborted` and turned into grpc's own abort on the door's loop (grpc
-  asserts that the ``AbortError`` a handler ends with is the one its
-  ``abort`` raised).
+- The handler sees a :class:`_Context`, which never touches grpc's call
+  object from Berth's thread: what a handler reads of the call (peer,
+  metadata, credentials, deadline) is copied on the door's loop when the call
+  starts — grpc frees a finished call's C object on its own thread, and a
+  read of it from Berth's (a caller that cancelled while its TokenReview was
+  pending, a server stopping with calls in flight) crashed the process with
+  a segmentation fault; setting its status is scheduled on the door's loop;
+  ``write`` is run there; ``abort`` is raised as :class:`_Aborted` and turned
+  into grpc's own abort on the door's loop (grpc asserts that the
+  ``AbortError`` a handler ends with is the one its ``abort`` raised).
 - A caller going away, a deadline passing or the server's grace ending
   cancels the call's task on the door's loop, which cancels its task on
   Berth's loop (``asyncio.run_coroutine_threadsafe`` chains cancellation).
@@ -75,7 +78,14 @@ class DoorThread:
             self.loop.close()
 
     async def _cancel_the_rest(self) -> None:
+        """End what is left on the loop: first let it end by itself — grpc's
+        task per call ends once grpc core reports the call closed, a moment
+        after the server's stop, and cancelling it makes grpc log a traceback
+        (``Exception not handled by _handle_exceptions in servicer method``)
+        — then cancel what still runs."""
         rest = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+        if rest:
+            await asyncio.wait(rest, timeout=_SETTLE_SECONDS)
         for task in rest:
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
@@ -117,8 +127,15 @@ class _Aborted(grpc.aio.AbortError):
 
 
 class _Context:
-    """The servicer context a bridged handler sees on Berth's loop;
-    ``time_remaining`` counts the server's request timeout too."""
+    """The servicer context a bridged handler sees on Berth's loop, made on
+    the door's loop when the call starts; ``time_remaining`` counts the
+    server's request timeout too."""
+
+    #: Setters of the call's status, run on the door's loop in call order
+    #: (before the answer, which crosses after them).
+    _SETTERS = frozenset(
+        {"set_code", "set_details", "set_trailing_metadata", "set_compression", "disable_next_message_compression"}
+    )
 
     def __init__(
         self, real: grpc.aio.ServicerContext, door: asyncio.AbstractEventLoop, ends: float | None = None
@@ -126,13 +143,29 @@ class _Context:
         self._real = real
         self._door = door
         self._ends = ends  # time.monotonic() when the server's request timeout passes
+        theirs = real.time_remaining()
+        self._their_ends = None if theirs is None else time.monotonic() + theirs
+        self._peer = real.peer()
+        self._peer_identities = real.peer_identities()
+        self._auth_context = real.auth_context()
+        self._metadata = real.invocation_metadata()
+
+    def peer(self) -> str:
+        return self._peer  # type: ignore[no-any-return]
+
+    def peer_identities(self) -> Any:
+        return self._peer_identities
+
+    def auth_context(self) -> Any:
+        return self._auth_context
+
+    def invocation_metadata(self) -> Any:
+        return self._metadata
 
     def time_remaining(self) -> float | None:
-        theirs = self._real.time_remaining()
-        if self._ends is None:
-            return theirs  # type: ignore[no-any-return]
-        ours = max(0.0, self._ends - time.monotonic())
-        return ours if theirs is None else min(theirs, ours)
+        now = time.monotonic()
+        ends = [e for e in (self._their_ends, self._ends) if e is not None]
+        return max(0.0, min(ends) - now) if ends else None
 
     async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
         raise _Aborted(code, details, trailing_metadata)
@@ -146,9 +179,10 @@ class _Context:
         )
 
     def __getattr__(self, name: str) -> Any:
-        # peer, peer_identities, auth_context, invocation_metadata,
-        # time_remaining, set_code, set_details, set_trailing_metadata, ...
-        return getattr(self._real, name)
+        if name in self._SETTERS:
+            setter = getattr(self._real, name)
+            return lambda *args: self._door.call_soon_threadsafe(setter, *args)
+        raise AttributeError(f"{name}: not offered to a handler on Berth's loop (berth/adapters/grpc/door.py)")
 
 
 async def _abort_with(context: grpc.aio.ServicerContext, aborted: _Aborted) -> None:
@@ -268,6 +302,9 @@ class LoopBridge(WrappingInterceptor):
 
         return stream
 
+
+#: How long a closing door waits for its remaining tasks to end by themselves.
+_SETTLE_SECONDS = 1.0
 
 #: How much later than the request timeout a handler that does not read its
 #: deadline is cancelled (one that does answers by then).
