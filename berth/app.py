@@ -328,8 +328,17 @@ async def serve(
 
         # A missing or broken kubeconfig is a ConfigError here, before any port is bound.
         api = await load_api_client(kubeconfig=kubeconfig, in_cluster=in_cluster)
-        # The cluster's release decides which kube-scheduler Berth follows.
-        version = await discovery.cluster_version(api)
+        # The cluster's release decides which kube-scheduler Berth follows;
+        # meanwhile the HTTP port says it is alive and not ready, so that a
+        # liveness probe does not restart Berth for the API server's outage.
+        with _port_in_use("http.port", "--http-port", cfg.http.host, cfg.http.port):
+            waiting, _ = await http_server.start_waiting(
+                cfg.http, http_security.extender_ssl_context(cfg.http), "reading the API server's release"
+            )
+        try:
+            version = await discovery.cluster_version(api)
+        finally:
+            await http_server.stop(waiting, 0)
         if version is not None and cfg.kubernetes_version is not None and str(version) != cfg.kubernetes_version:
             log.warning(
                 "kubernetesVersion %s ignored: the API server's release (%s) wins", cfg.kubernetes_version, version

@@ -27,10 +27,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from berth.adapters.http import budget, dashboard, errors, extender, security, ui
+from berth.config import HttpConfig
 from berth.scheduling.core import Core
 from berth.scheduling.verbs import Extender
 
-__all__ = ["build_app", "start", "start_dashboard", "stop"]
+__all__ = ["build_app", "start", "start_dashboard", "start_waiting", "stop"]
 
 #: How long a body nobody reads is drained after the answer before the
 #: connection closes, so the client sees the answer rather than a reset.
@@ -280,10 +281,40 @@ async def start_dashboard(
     return await _serve(app, core, "ui", core.cfg.ui.host, core.cfg.ui.port, ssl_context)
 
 
+async def start_waiting(
+    cfg: HttpConfig, ssl_context: ssl.SSLContext | None, why: str
+) -> tuple[web.AppRunner, int]:
+    """The HTTP port while Berth cannot build its core yet (``why``: it is
+    reading the API server's release, which decides the plugins): ``/healthz``
+    and ``/livez`` answer ``ok`` — the process is alive, and a kubelet must
+    not restart it for the API server's outage (kube-scheduler serves its
+    health at once too) — ``/readyz`` and every other path 503 saying why.
+    :func:`stop` it before :func:`start` takes the port."""
+    app = web.Application(middlewares=[errors.middleware])
+    _draining(app)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def waiting(_: web.Request) -> web.Response:
+        return errors.answer(HTTPStatus.SERVICE_UNAVAILABLE, f"starting: {why}")
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/livez", healthz)
+    app.router.add_route("*", "/{tail:.*}", waiting)
+    runner = _Runner(app, read_header_timeout=cfg.read_header_timeout_seconds, access_log=None)
+    return await _bind(runner, "http", cfg.host, cfg.port, ssl_context)
+
+
 async def _serve(
     app: web.Application, core: Core, field: str, host: str, port: int, ssl_context: ssl.SSLContext | None
 ) -> tuple[web.AppRunner, int]:
-    runner = make_runner(app, core, access_log=None)
+    return await _bind(make_runner(app, core, access_log=None), field, host, port, ssl_context)
+
+
+async def _bind(
+    runner: web.AppRunner, field: str, host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> tuple[web.AppRunner, int]:
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     try:
