@@ -116,6 +116,30 @@ async def test_a_server_stopped_with_calls_in_flight_logs_no_error(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
+async def test_calls_that_outlast_the_grace_are_named_when_they_are_cancelled(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop held for the whole grace by calls in flight says which ones."""
+
+    async def stuck(self: Any, request: Any, context: Any) -> Any:
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(grpc_server.ClusterServicer, "ListNodes", stuck)
+    async with serving() as served:
+        channel = served.channel()
+        stub = cluster_pb2_grpc.ClusterStub(channel)
+        calls = [asyncio.ensure_future(stub.ListNodes(cluster_pb2.ListNodesRequest(), timeout=10)) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        await served.server.stop(0.2)
+        ended = await asyncio.gather(*calls, return_exceptions=True)
+        await channel.close()
+    assert all(isinstance(e, grpc.aio.AioRpcError) for e in ended)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "gRPC: 2 call(s) still running after the grace period (0.2s, shutdownGracePeriodSeconds), "
+        "cancelled: ListNodes x2"
+    ]
+
+
 class _FreedCall:
     """A servicer context that answers once, then is gone (grpc freed the call)."""
 

@@ -191,7 +191,7 @@ async def test_a_request_in_flight_finishes_during_a_graceful_stop() -> None:
     idle_writer.close()
 
 
-async def test_a_slow_upload_cannot_hold_shutdown_past_the_grace_period() -> None:
+async def test_a_slow_upload_cannot_hold_shutdown_past_the_grace_period(caplog: pytest.LogCaptureFixture) -> None:
     berth = _berth(readTimeoutSeconds=60)
     runner, port = await server.start(berth.core, berth.extender, None)
     reader, writer = await _open(port)
@@ -200,6 +200,10 @@ async def test_a_slow_upload_cannot_hold_shutdown_past_the_grace_period() -> Non
     started = time.perf_counter()
     await server.stop(runner, 0.3)
     assert time.perf_counter() - started < 0.3 + 0.5
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"HTTP (http://127.0.0.1:{port}): 1 connection(s) still busy after the grace period "
+        "(0.3s, shutdownGracePeriodSeconds), cancelled"
+    ]
     await _closed(reader, 1)
     with pytest.raises(OSError):
         await _open(port)  # no longer accepting

@@ -198,14 +198,19 @@ class LoopBridge(WrappingInterceptor):
         self.home = home
         #: Seconds a unary call may run (``grpc.requestTimeoutSeconds``); None: unbounded.
         self.request_timeout = request_timeout
-        self._running: set[concurrent.futures.Future[Any]] = set()
+        #: The handlers running on Berth's loop, and their methods.
+        self._running: dict[concurrent.futures.Future[Any], str] = {}
 
-    def _on_home(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    def _on_home(self, coro: Coroutine[Any, Any, T], method: str) -> asyncio.Future[T]:
         """Start ``coro`` on Berth's loop; the door's future of it."""
         running = asyncio.run_coroutine_threadsafe(coro, self.home)
-        self._running.add(running)
-        running.add_done_callback(self._running.discard)
+        self._running[running] = method
+        running.add_done_callback(lambda f: self._running.pop(f, None))
         return asyncio.wrap_future(running)
+
+    def running(self) -> list[str]:
+        """The methods of the handlers still running, sorted."""
+        return sorted(self._running.values())
 
     async def settle(self, seconds: float) -> None:
         """Wait (on Berth's loop) until the handlers the stopped server
@@ -217,24 +222,24 @@ class LoopBridge(WrappingInterceptor):
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         if handler.response_streaming and inspect.isasyncgenfunction(handler.unary_stream):
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(handler.unary_stream),
+                self._streaming(handler.unary_stream, method),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.response_streaming:  # a coroutine that writes with context.write (grpc's Health.Watch)
             return grpc.unary_stream_rpc_method_handler(
-                self._unary(handler.unary_stream, bounded=False),
+                self._unary(handler.unary_stream, method, bounded=False),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return grpc.unary_unary_rpc_method_handler(
-            self._unary(handler.unary_unary),
+            self._unary(handler.unary_unary, method),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
 
     def _unary(
-        self, behavior: Callable[[Any, Any], Coroutine[Any, Any, Any]], *, bounded: bool = True
+        self, behavior: Callable[[Any, Any], Coroutine[Any, Any, Any]], method: str, *, bounded: bool = True
     ) -> Callable[[Any, grpc.aio.ServicerContext], Coroutine[Any, Any, Any]]:
         limit = self.request_timeout if bounded else None
 
@@ -243,7 +248,7 @@ class LoopBridge(WrappingInterceptor):
             if limit is None:
                 proxy = _Context(context, door)
                 try:
-                    return await self._on_home(behavior(request, proxy))
+                    return await self._on_home(behavior(request, proxy), method)
                 except _Aborted as aborted:
                     await _abort_with(context, aborted)
                 return None
@@ -253,7 +258,7 @@ class LoopBridge(WrappingInterceptor):
             proxy = _Context(context, door, time.monotonic() + limit)
             try:
                 async with asyncio.timeout(limit + _LATE):
-                    return await self._on_home(behavior(request, proxy))
+                    return await self._on_home(behavior(request, proxy), method)
             except _Aborted as aborted:
                 await _abort_with(context, aborted)
             except TimeoutError:
@@ -267,7 +272,7 @@ class LoopBridge(WrappingInterceptor):
         return unary
 
     def _streaming(
-        self, behavior: Callable[[Any, Any], AsyncIterator[Any]]
+        self, behavior: Callable[[Any, Any], AsyncIterator[Any]], method: str
     ) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             door = asyncio.get_running_loop()
@@ -282,7 +287,7 @@ class LoopBridge(WrappingInterceptor):
                 finally:
                     await items.aclose()  # type: ignore[attr-defined]
 
-            pumped = self._on_home(pump())
+            pumped = self._on_home(pump(), method)
             # The pump returned with its last message taken or still queued:
             # an end mark when there is room, else the check after each yield.
             pumped.add_done_callback(lambda _: None if handoff.full() else handoff.put_nowait(_END))

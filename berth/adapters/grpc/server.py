@@ -11,6 +11,7 @@ INTERNAL and logged), and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import functools
 import json
@@ -706,7 +707,19 @@ class GrpcServer:
         await self.set_serving(False)
         self.edge.end_streams()
         try:
-            await self.door.run(self.server.stop(grace))
+            stopping = asyncio.ensure_future(self.door.run(self.server.stop(grace)))
+            await asyncio.wait([stopping], timeout=grace)
+            if not stopping.done() and (left := self.bridge.running()):
+                # Which calls held the stop for the whole grace, then were cancelled.
+                counts = collections.Counter(m.rsplit("/", 1)[-1] for m in left)
+                log.warning(
+                    "gRPC: %d call(s) still running after the grace period (%gs, shutdownGracePeriodSeconds), "
+                    "cancelled: %s",
+                    len(left),
+                    grace,
+                    ", ".join(f"{m} x{n}" if n > 1 else m for m, n in sorted(counts.items())),
+                )
+            await stopping
             await self.bridge.settle(_SETTLE_SECONDS)
         finally:
             await self.door.aclose()

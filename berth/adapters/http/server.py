@@ -18,6 +18,7 @@ request line, is ``{"Error": ...}`` JSON (``errors``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from http import HTTPStatus
 from typing import Any
@@ -32,6 +33,8 @@ from berth.scheduling.core import Core
 from berth.scheduling.verbs import Extender
 
 __all__ = ["build_app", "start", "start_dashboard", "start_waiting", "stop"]
+
+log = logging.getLogger(__name__)
 
 #: How long a body nobody reads is drained after the answer before the
 #: connection closes, so the client sees the answer rather than a reset.
@@ -341,6 +344,7 @@ async def stop(runner: web.AppRunner, grace: float) -> None:
     never finish), and then waits up to its 60 s shutdown timeout, twice."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(grace, 0.0)
+    names = ", ".join(site.name for site in runner.sites)
     for site in list(runner.sites):
         await site.stop()
     server = runner.server
@@ -356,5 +360,13 @@ async def stop(runner: web.AppRunner, grace: float) -> None:
                 break
             await asyncio.sleep(min(0.02, max(deadline - loop.time(), 0)))
         # Past the grace period: cancel what is left (its body reads fail, its task ends).
+        if server.connections and grace > 0:
+            log.warning(
+                "HTTP (%s): %d connection(s) still busy after the grace period (%gs, shutdownGracePeriodSeconds), "
+                "cancelled",
+                names,
+                len(server.connections),
+                grace,
+            )
         await server.shutdown(0.01)
     await runner.cleanup()
